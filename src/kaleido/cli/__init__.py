@@ -1,0 +1,1 @@
+"""The ``kaleido`` command line (one module per subcommand, loaded lazily)."""
