@@ -1,0 +1,165 @@
+"""Attention with channel-group reuse on q.k^T (and optionally on P.V) (SPEC §4).
+
+Layout follows diffusers' processors: ``q`` ``(B, Sq, H, D)``, ``k`` ``(B, Sk, H, D)``,
+``v`` ``(B, Sk, H, Dv)``; the output is ``(B, Sq, H, Dv)``.  The query rows are the
+token grid (``Sq == grid.seq_len``); keys may be other tokens (cross-attention over
+text has ``Sk != Sq``).  Each query row and channel group gets a mode; a fully reused
+(row, group) takes its anchor's partial score ``q[anchor, g] . k[:, g]``.
+
+Float path: the effective query (anchor rows gathered per group) goes through one
+:func:`torch.nn.functional.scaled_dot_product_attention` call, so the cost over dense
+SDPA is the quantisation, the decision and one gather.  With ``pv_config`` the
+probabilities ``P`` are materialised and ``P.V`` reuses along query rows too, with
+``pv_groups`` partitioning the key axis (default: chunks of 128 keys, axis ``w``).
+``exact_int8=True`` computes q.k^T (and P.V when enabled) on the int8 path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .config import ReuseConfig
+from .decide import check_plain_config, decide, effective_operand
+from .grid import Axis, TokenGrid
+from .groups import ChannelGroups
+from .matmul import int8_matmul_from_map, reuse_matmul
+from .modes import Mode, ModeMap
+from .opcounts import OpCounts
+from .quant import quantize
+
+#: Default P.V key chunk (groups over the key axis when P.V reuse is on).
+PV_DEFAULT_CHUNK = 128
+
+
+def head_saved_fractions(mode_map: ModeMap, head_dim: int = -3) -> list[float]:
+    """8-bit-equivalent MAC fraction saved per head of a ``(B, H, S, G)`` mode map.
+
+    A FULL (row, group) saves all ``size_g`` MACs per column, a PARTIAL one
+    ``1 - low_bits / 8`` of them; columns cancel out.
+    """
+    modes = mode_map.modes
+    sizes = torch.tensor(mode_map.groups.sizes, dtype=torch.float64)
+    w_full = (modes == int(Mode.FULL)).to(torch.float64)
+    w_part = (modes == int(Mode.PARTIAL)).to(torch.float64) * (1.0 - mode_map.low_bits / 8)
+    saved = ((w_full + w_part) * sizes).movedim(head_dim, 0)  # (H, ..., S, G)
+    per_head = saved.reshape(saved.shape[0], -1).sum(1)
+    dense = sizes.sum() * (modes.numel() // max(1, modes.shape[-1]) // modes.shape[head_dim])
+    return [float(x) for x in (per_head / dense)]
+
+
+@dataclass
+class AttentionStats:
+    """What one reuse-attention call decided and saved.
+
+    ``qk_modes``: mode map of q.k^T, shape ``(B, H, Sq, G)``; ``qk_ops``: its MACs
+    (``Sk`` columns).  ``pv_modes``/``pv_ops``: the same for P.V (``pv_modes`` is
+    ``None`` and ``pv_ops`` the dense count when P.V reuse is off).
+    ``*_head_saved_fraction``: 8-bit-equivalent saving per head.
+    """
+
+    qk_modes: ModeMap
+    qk_ops: OpCounts
+    pv_modes: ModeMap | None
+    pv_ops: OpCounts
+    qk_head_saved_fraction: list[float]
+    pv_head_saved_fraction: list[float] | None
+
+    def to_dict(self) -> dict:
+        return {
+            "qk_modes": {**self.qk_modes.meta(), "stats": self.qk_modes.stats().to_dict()},
+            "qk_ops": self.qk_ops.to_dict(),
+            "pv_modes": None
+            if self.pv_modes is None
+            else {**self.pv_modes.meta(), "stats": self.pv_modes.stats().to_dict()},
+            "pv_ops": self.pv_ops.to_dict(),
+            "qk_head_saved_fraction": list(self.qk_head_saved_fraction),
+            "pv_head_saved_fraction": None if self.pv_head_saved_fraction is None else list(self.pv_head_saved_fraction),
+        }
+
+
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"{name} must be a (B, S, H, D) tensor, got shape {tuple(getattr(t, 'shape', ()))}")
+    if k.shape[:3] != v.shape[:3]:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must share (B, Sk, H)")
+    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} must share batch, heads and head dim")
+
+
+def _scores_to_probs(scores: torch.Tensor, scale: float, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    scores = scores * scale
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    return torch.softmax(scores, dim=-1)
+
+
+def reuse_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    grid: TokenGrid,
+    groups: ChannelGroups,
+    config: ReuseConfig,
+    *,
+    pv_config: ReuseConfig | None = None,
+    pv_groups: ChannelGroups | None = None,
+    scale: float | None = None,
+    attn_mask: torch.Tensor | None = None,
+    exact_int8: bool = False,
+) -> tuple[torch.Tensor, AttentionStats]:
+    """Attention of ``q`` ``(B, Sq, H, D)`` over ``k``/``v`` ``(B, Sk, H, D|Dv)`` with reuse.
+
+    ``groups`` partition ``D`` (e.g. the RoPE blocks), reused along ``grid`` (over
+    ``Sq``).  ``scale`` defaults to ``1/sqrt(D)``; ``attn_mask`` is SDPA's
+    (bool: True = attend, or additive float), broadcastable to ``(B, H, Sq, Sk)``.
+    Returns ``(out (B, Sq, H, Dv), AttentionStats)``.
+    """
+    _check_qkv(q, k, v)
+    groups.check_dim(q.shape[-1], "q head dim")
+    grid.check_seq_len(q.shape[1], "q")
+    check_plain_config(config)
+    if pv_config is not None:
+        check_plain_config(pv_config)
+    B, Sq, H, D = q.shape
+    Sk, Dv = k.shape[1], v.shape[-1]
+    if scale is None:
+        scale = D**-0.5
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
+
+    q_q, scale_q = quantize(qt, groups, config.granularity)
+    qk_modes = decide(q_q, grid, groups, config)
+    qk_ops = qk_modes.op_counts(Sk)
+
+    if exact_int8:
+        scores = int8_matmul_from_map(q_q, scale_q, qk_modes, kt.transpose(-1, -2)).to(q.dtype)
+        probs = _scores_to_probs(scores, scale, attn_mask)
+        del scores
+    else:
+        q_eff = effective_operand(qt, qk_modes)
+        if pv_config is None:
+            out = F.scaled_dot_product_attention(q_eff, kt, vt, attn_mask=attn_mask, scale=scale)
+            probs = None
+        else:
+            probs = _scores_to_probs(torch.matmul(q_eff, kt.transpose(-1, -2)), scale, attn_mask)
+
+    pv_modes = None
+    pv_head = None
+    if pv_config is None:
+        if probs is not None:
+            out = torch.matmul(probs, vt)
+        n = B * H * Sq * Sk * Dv
+        pv_ops = OpCounts(("pv",), (n,), (0,), (0,), config.low_bits)
+    else:
+        if pv_groups is None:
+            pv_groups = ChannelGroups.from_chunks(Sk, min(Sk, PV_DEFAULT_CHUNK), Axis.W)
+        out, pv_modes, pv_ops = reuse_matmul(probs, vt, grid, pv_groups, pv_config, exact_int8=exact_int8)
+        pv_head = head_saved_fractions(pv_modes)
+    stats = AttentionStats(qk_modes, qk_ops, pv_modes, pv_ops, head_saved_fractions(qk_modes), pv_head)
+    return out.transpose(1, 2), stats

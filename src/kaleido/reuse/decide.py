@@ -1,0 +1,153 @@
+"""The reuse decision (SPEC §3) and what a decision means for the operand.
+
+:func:`decide` turns a quantised operand into a :class:`ModeMap`.  For each grid
+row ``i`` and group ``g`` (reuse axis ``a(g)``, reference ``ref(i)`` the previous
+token along ``a(g)``)::
+
+    d     = A_q[i, g] - eff(ref(i), g)          # int8 units, int16 arithmetic
+    Delta = max|d|   (metric "linf")  or  mean|d|  ("mean_abs")
+    FULL     if Delta < theta1
+    PARTIAL  if theta1 <= Delta < theta2 and every d fits in low_bits signed bits
+    COMPUTE  otherwise (and always for a token at position 0 on a(g), and for non-grid rows)
+
+``eff(r)`` is the operand row ``r``'s result represents: ``A_q[r, g]`` unless ``r``
+is FULL, then ``eff(ref(r), g)``.  Comparing against ``eff`` (the drift rule)
+keeps a chain of FULL rows within ``theta1`` of the operand it stands for.
+
+The decision is sequential along each line of the grid parallel to ``a(g)`` and
+independent across lines, so it loops over the axis length only and handles all
+lines (and all leading dims) at once.
+
+:func:`anchor_index` recovers, from a mode map alone, the sequence index of the row
+whose operand each (row, group) result represents; :func:`effective_operand`
+gathers that operand (the float path multiplies it densely).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .config import ReuseConfig
+from .grid import TokenGrid
+from .groups import ChannelGroups
+from .modes import Mode, ModeMap
+
+_FULL = int(Mode.FULL)
+_PARTIAL = int(Mode.PARTIAL)
+
+
+def check_plain_config(config: ReuseConfig) -> None:
+    if not isinstance(config, ReuseConfig):
+        raise ValueError(f"config must be a ReuseConfig, got {type(config).__name__}")
+    if config.has_schedule:
+        raise ValueError(
+            "this ReuseConfig carries a per-step schedule; resolve it first with "
+            "config.at_step(step, num_steps) and pass the result"
+        )
+
+
+def decide(A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig) -> ModeMap:
+    """FULL/PARTIAL/COMPUTE per (row, group) of the int8 operand ``A_q`` ``(..., S, K)``.
+
+    ``S == grid.seq_len`` rows in sequence order, ``K == groups.dim`` channels.
+    Returns a :class:`ModeMap` of shape ``(..., S, G)``.
+    """
+    if not isinstance(A_q, torch.Tensor) or A_q.dtype != torch.int8:
+        raise ValueError(
+            f"decide expects the int8 operand A_q, got {getattr(A_q, 'dtype', type(A_q).__name__)}; "
+            "quantise it first with kaleido.reuse.quantize"
+        )
+    if A_q.dim() < 2:
+        raise ValueError(f"A_q must have shape (..., S, K), got {tuple(A_q.shape)}")
+    groups.check_dim(A_q.shape[-1], "operand A")
+    grid.check_seq_len(A_q.shape[-2], "operand A")
+    check_plain_config(config)
+
+    lead = tuple(A_q.shape[:-2])
+    modes = torch.zeros(*lead, grid.seq_len, len(groups), dtype=torch.uint8)
+    if config.theta2 == 0.0:  # Delta >= 0 is never < 0: every row computes
+        return ModeMap(modes, grid, groups, config.low_bits)
+
+    lo, hi = -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1
+    linf = config.metric == "linf"
+    rows = A_q[..., grid.grid_slice, :]
+    for g, (sl, size, axis) in enumerate(zip(groups.slices, groups.sizes, groups.axes)):
+        lines = grid.to_lines(rows[..., sl], axis).to(torch.int16)  # (L, *lead, n_lines, Kg)
+        L = lines.shape[0]
+        mode_lines = torch.zeros(lines.shape[:-1], dtype=torch.uint8)  # position 0: COMPUTE
+        if linf:
+            t1, t2 = config.theta1, config.theta2
+        else:  # mean|d| < theta  <=>  sum|d| < theta * Kg (integers, no rounding of the mean)
+            t1, t2 = config.theta1 * size, config.theta2 * size
+        eff = lines[0]
+        for p in range(1, L):
+            cur = lines[p]
+            d = cur - eff
+            if linf:
+                delta = d.abs().amax(-1)
+                fits = None  # theta2 <= 2**(low_bits-1) (validated) makes every PARTIAL d fit
+            else:
+                delta = d.abs().sum(-1, dtype=torch.int32)
+                fits = (d.amax(-1) <= hi) & (d.amin(-1) >= lo)
+            full = delta < t1
+            partial = (delta < t2) & ~full
+            if fits is not None:
+                partial &= fits
+            mode_lines[p] = full.to(torch.uint8) * _FULL + partial.to(torch.uint8)
+            eff = torch.where(full.unsqueeze(-1), eff, cur)
+        modes[..., grid.grid_slice, g] = grid.from_lines(mode_lines.unsqueeze(-1), axis)[..., 0]
+    return ModeMap(modes, grid, groups, config.low_bits)
+
+
+def anchor_index(mode_map: ModeMap) -> torch.Tensor:
+    """``(..., S, G)`` int64: the sequence index of the row whose operand each result represents.
+
+    A row's own index unless it is FULL for that group; a FULL row takes its
+    reference's anchor (so a chain of FULL rows points at the COMPUTE or PARTIAL
+    row that started it).
+    """
+    modes = mode_map.modes
+    grid, groups = mode_map.grid, mode_map.groups
+    lead = tuple(modes.shape[:-2])
+    S, G = modes.shape[-2], modes.shape[-1]
+    out = torch.arange(S, dtype=torch.int64).view(S, 1).expand(*lead, S, G).clone()
+    if not bool((modes == _FULL).any()):
+        return out
+    own = torch.arange(grid.prefix, grid.prefix + grid.n_grid, dtype=torch.int64).view(grid.n_grid, 1)
+    for g, axis in enumerate(groups.axes):
+        m = grid.to_lines(modes[..., grid.grid_slice, g : g + 1], axis)[..., 0]  # (L, *lead, n_lines)
+        if bool((m[0] == _FULL).any()):
+            raise ValueError(
+                f"mode map marks FULL a token with no reference along axis {axis.value!r} "
+                f"(group {groups.names[g]!r}); such tokens must compute"
+            )
+        own_lines = grid.to_lines(own, axis)[..., 0]  # (L, n_lines)
+        anc = torch.empty(m.shape, dtype=torch.int64)
+        anc[0] = own_lines[0]
+        for p in range(1, m.shape[0]):
+            anc[p] = torch.where(m[p] == _FULL, anc[p - 1], own_lines[p])
+        out[..., grid.grid_slice, g] = grid.from_lines(anc.unsqueeze(-1), axis)[..., 0]
+    return out
+
+
+def effective_operand(A: torch.Tensor, mode_map: ModeMap, anchors: torch.Tensor | None = None) -> torch.Tensor:
+    """The operand each row's result represents: ``A_eff[..., i, g] = A[..., anchor[i, g], g]``.
+
+    ``A`` ``(..., S, K)`` (any dtype, float or int8) with the mode map's leading
+    dims.  Returns ``A`` itself when the map has no FULL entry.
+    """
+    groups = mode_map.groups
+    if tuple(A.shape[:-2]) != tuple(mode_map.modes.shape[:-2]) or A.shape[-2] != mode_map.modes.shape[-2]:
+        raise ValueError(
+            f"operand of shape {tuple(A.shape)} does not match the mode map's rows {tuple(mode_map.modes.shape[:-1])}"
+        )
+    groups.check_dim(A.shape[-1], "operand A")
+    if anchors is None:
+        if not bool((mode_map.modes == _FULL).any()):
+            return A
+        anchors = anchor_index(mode_map)
+    out = torch.empty(A.shape, dtype=A.dtype, device=A.device)
+    for g, sl in enumerate(groups.slices):
+        idx = anchors[..., g : g + 1].expand(*A.shape[:-1], sl.stop - sl.start)
+        out[..., sl] = torch.gather(A[..., sl], -2, idx)
+    return out

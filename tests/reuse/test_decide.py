@@ -1,0 +1,134 @@
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kaleido.reuse import (
+    ChannelGroups,
+    Mode,
+    ModeMap,
+    ReuseConfig,
+    TokenGrid,
+    anchor_index,
+    decide,
+    effective_operand,
+)
+
+from .naive import naive_decide
+from .strategies import channel_groups, configs, correlated_int8, grids
+
+FAST = settings(max_examples=40, deadline=None)
+
+
+@FAST
+@given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
+def test_decide_matches_token_by_token_reference(grid, groups, cfg, seed):
+    A_q = correlated_int8((), grid.seq_len, groups.dim, seed)
+    mm = decide(A_q, grid, groups, cfg)
+    modes, eff = naive_decide(A_q, grid, groups, cfg)
+    assert mm.modes.dtype == torch.uint8 and mm.modes.shape == (grid.seq_len, len(groups))
+    assert torch.equal(mm.modes.long(), modes)
+    # anchor_index reproduces the reference's effective operand
+    assert torch.equal(effective_operand(A_q, mm).long(), eff)
+
+
+@FAST
+@given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
+def test_decide_is_independent_per_leading_index(grid, groups, cfg, seed):
+    A_q = correlated_int8((2, 3), grid.seq_len, groups.dim, seed)
+    mm = decide(A_q, grid, groups, cfg)
+    assert mm.modes.shape == (2, 3, grid.seq_len, len(groups))
+    for b in range(2):
+        for h in range(3):
+            assert torch.equal(mm.modes[b, h], decide(A_q[b, h], grid, groups, cfg).modes)
+
+
+@FAST
+@given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
+def test_non_grid_rows_and_rows_without_reference_compute(grid, groups, cfg, seed):
+    A_q = correlated_int8((2,), grid.seq_len, groups.dim, seed)
+    modes = decide(A_q, grid, groups, cfg).modes
+    assert not modes[:, : grid.prefix].any()
+    assert not modes[:, grid.prefix + grid.n_grid :].any()
+    for g, axis in enumerate(groups.axes):
+        first = grid.ref_index(axis) < 0  # position 0 along the group's axis
+        assert not modes[:, grid.grid_slice, g][:, first].any()
+
+
+def test_constant_rows_reuse_fully_except_first_along_axis():
+    grid = TokenGrid(3, 4, 5, prefix=1, suffix=2)
+    groups = ChannelGroups.from_rope(4, 4, 4)  # t->w, h->t, w->t
+    A_q = torch.full((grid.seq_len, 12), 9, dtype=torch.int8)
+    modes = decide(A_q, grid, groups, ReuseConfig(1, 2)).modes
+    m = modes[grid.grid_slice].view(3, 4, 5, 3)
+    assert (m[:, :, 0, 0] == Mode.COMPUTE).all() and (m[:, :, 1:, 0] == Mode.FULL).all()
+    for g in (1, 2):
+        assert (m[0, :, :, g] == Mode.COMPUTE).all() and (m[1:, :, :, g] == Mode.FULL).all()
+    assert not modes[:1].any() and not modes[-2:].any()
+
+
+@FAST
+@given(grid=grids(), groups=channel_groups(), seed=st.integers(0, 10_000), lb=st.integers(1, 7))
+def test_zero_thresholds_compute_everything(grid, groups, seed, lb):
+    A_q = correlated_int8((2,), grid.seq_len, groups.dim, seed)
+    assert not decide(A_q, grid, groups, ReuseConfig(0, 0, low_bits=lb)).modes.any()
+
+
+def test_drift_rule_on_a_long_slow_chain():
+    """Rows creep by 1 int8 unit every other step: each step is 'close' to the previous
+    row, yet the reused operand must never stray >= theta1 from the true row."""
+    W = 240
+    grid = TokenGrid(1, 1, W)
+    groups = ChannelGroups((4,), ("w",), ("c",))
+    ramp = (torch.arange(W) // 2 - 100).clamp(-127, 127)
+    A_q = torch.stack([ramp, ramp, -ramp, ramp // 2], dim=1).to(torch.int8)
+    theta1 = 3
+    mm = decide(A_q, grid, groups, ReuseConfig(theta1, theta1))
+    full = mm.modes[:, 0] == Mode.FULL
+    assert int(full.sum()) > W // 2  # the chain is mostly reused ...
+    eff = effective_operand(A_q, mm).long()
+    drift = (eff - A_q.long()).abs().amax(-1)
+    assert int(drift.max()) == theta1 - 1  # ... right up to, never beyond, the threshold
+    # Comparing with the raw neighbour instead would reuse every row and drift by ~W/2 units.
+    naive_drift = (A_q.long() - A_q[:1].long()).abs().amax(-1).max()
+    assert int(naive_drift) > 100
+
+
+def test_mean_abs_partial_requires_every_difference_to_fit():
+    grid = TokenGrid(1, 1, 2)
+    groups = ChannelGroups((4,), ("w",), ("c",))
+    cfg = ReuseConfig(0.5, 12, low_bits=3, metric="mean_abs")  # fits: d in [-4, 3]
+    base = torch.tensor([0, 0, 0, 0])
+    for diff, mode in (([3, -4, 1, 0], Mode.PARTIAL), ([4, 0, 0, 0], Mode.COMPUTE), ([0, 1, 0, 0], Mode.FULL)):
+        A_q = torch.stack([base, torch.tensor(diff)]).to(torch.int8)
+        assert int(decide(A_q, grid, groups, cfg).modes[1, 0]) == mode
+
+
+def test_anchor_index_follows_full_chains():
+    grid = TokenGrid(1, 1, 6, prefix=1)
+    groups = ChannelGroups((1, 1), ("w", "w"), ("a", "b"))
+    modes = torch.tensor([[0, 0], [0, 0], [2, 1], [2, 2], [0, 2], [1, 2], [2, 0]], dtype=torch.uint8)
+    anc = anchor_index(ModeMap(modes, grid, groups, 4))
+    assert anc[:, 0].tolist() == [0, 1, 1, 1, 4, 5, 5]
+    assert anc[:, 1].tolist() == [0, 1, 2, 2, 2, 2, 6]
+    bad = modes.clone()
+    bad[1, 0] = 2  # first grid token has no reference
+    with pytest.raises(ValueError, match="no reference"):
+        anchor_index(ModeMap(bad, grid, groups, 4))
+
+
+def test_decide_rejects_bad_input():
+    grid = TokenGrid(2, 2, 2)
+    groups = ChannelGroups.from_rope(2, 2, 2)
+    cfg = ReuseConfig(1, 4)
+    A_q = torch.zeros(8, 6, dtype=torch.int8)
+    with pytest.raises(ValueError, match="int8 operand"):
+        decide(A_q.float(), grid, groups, cfg)
+    with pytest.raises(ValueError, match="has 9 tokens but the grid 2x2x2"):
+        decide(torch.zeros(9, 6, dtype=torch.int8), grid, groups, cfg)
+    with pytest.raises(ValueError, match="sum to 6 channels but the operand A has 7"):
+        decide(torch.zeros(8, 7, dtype=torch.int8), grid, groups, cfg)
+    with pytest.raises(ValueError, match="at_step"):
+        decide(A_q, grid, groups, ReuseConfig(1, 4, dense_steps=1))
+    with pytest.raises(ValueError, match="unknown reuse axis 'x'"):
+        ChannelGroups((2, 4), ("t", "x"), ("a", "b"))
