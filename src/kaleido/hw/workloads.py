@@ -1,0 +1,252 @@
+"""vDiT workloads: published model shapes -> the list of GEMMs of one denoising run.
+
+Each model is built from its published configuration (``docs/hardware.md`` cites
+them; ``/work/shared/notes/facts.md`` lists them): layers, heads x head_dim, FFN
+width, text length, RoPE axis split, VAE compression (4x temporal, 8x spatial),
+patch (1, 2, 2), default steps and whether classifier-free guidance runs two passes.
+
+A :class:`Gemm` is ``C (M x N) = A (M x K) . B (K x N)`` repeated ``count`` times
+(heads x layers x passes x steps).  ``grid_rows`` of the ``M`` rows of ``A`` are
+video tokens (they may reuse); the other ``M - grid_rows`` rows are text tokens
+(always computed, SPEC §2).  ``op`` is the op kind the reuse profile is keyed by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+#: Every op kind a workload can contain, with what its ``A`` operand is.
+OP_KINDS: dict[str, str] = {
+    "self_attn_qk": "q . k^T of self-attention (A = q, RoPE groups where the model has RoPE)",
+    "self_attn_pv": "P . V of self-attention (A = P)",
+    "cross_attn_qk": "q . k^T of cross-attention to the text (A = q of video tokens)",
+    "cross_attn_pv": "P . V of cross-attention (A = P)",
+    "proj_q": "query projection (A = activations)",
+    "proj_k": "key projection (A = activations)",
+    "proj_v": "value projection (A = activations)",
+    "proj_out": "attention output projection (A = attention output)",
+    "cross_proj_q": "cross-attention query projection (A = video activations)",
+    "cross_proj_kv": "cross-attention key/value projections of the text (A = text, never reused)",
+    "cross_proj_out": "cross-attention output projection",
+    "ffn_up": "FFN / MLP first linear (A = activations)",
+    "ffn_down": "FFN / MLP second linear (A = hidden activations)",
+}
+ATTENTION_KINDS = ("self_attn_qk", "self_attn_pv", "cross_attn_qk", "cross_attn_pv")
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``count`` GEMMs ``(M x K) . (K x N)``; ``grid_rows`` of the M rows are video tokens."""
+
+    op: str
+    M: int
+    K: int
+    N: int
+    count: int
+    grid_rows: int
+    layer_kind: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op not in OP_KINDS:
+            raise ValueError(f"unknown op kind {self.op!r}; known: {sorted(OP_KINDS)}")
+        for name in ("M", "K", "N", "count"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"Gemm.{name} must be a positive int, got {v!r}")
+        if not 0 <= self.grid_rows <= self.M:
+            raise ValueError(f"Gemm.grid_rows={self.grid_rows} must be within 0..M={self.M}")
+
+    @property
+    def macs(self) -> int:
+        return self.M * self.K * self.N * self.count
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["macs"] = self.macs
+        return d
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Published shape of a vDiT (see module docstring)."""
+
+    name: str
+    family: str  # "wan" | "hunyuan" | "cogvideox"
+    layers: int  # Wan/CogVideoX blocks; HunyuanVideo dual-stream blocks
+    single_layers: int  # HunyuanVideo single-stream blocks (0 otherwise)
+    heads: int
+    head_dim: int
+    ffn_dim: int
+    text_len: int
+    rope_thw: tuple[int, int, int] | None  # RoPE channels per head (t, h, w); None: no RoPE
+    steps: int
+    cfg_passes: int  # transformer calls per step (2 with classifier-free guidance)
+    attn_density: float = 1.0  # fraction of attention scores computed (TurboDiffusion top-k)
+    source: str = ""
+
+    @property
+    def dim(self) -> int:
+        return self.heads * self.head_dim
+
+
+# Sources: HF model cards / config.json of each checkpoint (see docs/hardware.md).
+MODELS: dict[str, ModelSpec] = {
+    "wan-1.3b": ModelSpec("wan-1.3b", "wan", 30, 0, 12, 128, 8960, 512, (44, 42, 42), 50, 2,
+                          source="Wan-AI/Wan2.1-T2V-1.3B-Diffusers transformer/config.json"),
+    "wan-14b": ModelSpec("wan-14b", "wan", 40, 0, 40, 128, 13824, 512, (44, 42, 42), 50, 2,
+                         source="Wan-AI/Wan2.1-T2V-14B-Diffusers transformer/config.json"),
+    "hunyuan": ModelSpec("hunyuan", "hunyuan", 20, 40, 24, 128, 12288, 256, (16, 56, 56), 50, 1,
+                         source="hunyuanvideo-community/HunyuanVideo transformer/config.json; "
+                                "guidance-distilled (embedded guidance), one pass per step"),
+    "cogvideox-2b": ModelSpec("cogvideox-2b", "cogvideox", 30, 0, 30, 64, 7680, 226, None, 50, 2,
+                              source="THUDM/CogVideoX-2b transformer/config.json (no RoPE)"),
+    "cogvideox-5b": ModelSpec("cogvideox-5b", "cogvideox", 42, 0, 48, 64, 12288, 226, (16, 24, 24), 50, 2,
+                              source="THUDM/CogVideoX-5b transformer/config.json"),
+    "turbodiffusion": ModelSpec("turbodiffusion", "wan", 40, 0, 40, 128, 13824, 512, (44, 42, 42), 4, 1,
+                                attn_density=0.1,
+                                source="TurboDiffusion (Wan2.1-T2V-14B distilled with rCM to 4 steps, no CFG; "
+                                       "sparse-linear attention top-k 0.1: only the sparse q.k^T/P.V part is modelled)"),
+    "turbodiffusion-1.3b": ModelSpec("turbodiffusion-1.3b", "wan", 30, 0, 12, 128, 8960, 512, (44, 42, 42), 4, 1,
+                                     attn_density=0.1, source="TurboDiffusion on Wan2.1-T2V-1.3B, as above"),
+}
+
+#: resolution name -> (height, width, frames) of the generated video.
+RESOLUTIONS: dict[str, dict[str, tuple[int, int, int]]] = {
+    "wan": {"480p": (480, 832, 81), "720p": (720, 1280, 81)},
+    "hunyuan": {"480p": (480, 848, 129), "720p": (720, 1280, 129)},
+    # CogVideoX's published resolution is 480x720 (49 frames); "720p" is our extrapolation.
+    "cogvideox": {"480p": (480, 720, 49), "720p": (720, 1280, 49)},
+}
+
+
+def latent_grid(family: str, resolution: str) -> tuple[int, int, int]:
+    """Token grid ``(T, H, W)`` after the VAE (4x t, 8x s) and the (1, 2, 2) patch."""
+    try:
+        h, w, f = RESOLUTIONS[family][resolution]
+    except KeyError:
+        raise ValueError(f"unknown resolution {resolution!r} for {family}: use one of {sorted(RESOLUTIONS[family])}") from None
+    return ((f - 1) // 4 + 1, h // 16, w // 16)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One model at one resolution: its token grid and GEMMs for a whole run."""
+
+    name: str
+    model: ModelSpec
+    resolution: str
+    grid_thw: tuple[int, int, int]
+    steps: int
+    gemms: tuple[Gemm, ...]
+
+    @property
+    def n_video(self) -> int:
+        T, H, W = self.grid_thw
+        return T * H * W
+
+    @property
+    def total_macs(self) -> int:
+        return sum(g.macs for g in self.gemms)
+
+    def op_kinds(self) -> list[str]:
+        out: list[str] = []
+        for g in self.gemms:
+            if g.op not in out:
+                out.append(g.op)
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "model": self.model.name, "resolution": self.resolution,
+            "grid_thw": list(self.grid_thw), "n_video_tokens": self.n_video, "steps": self.steps,
+            "cfg_passes": self.model.cfg_passes, "total_macs": self.total_macs,
+        }
+
+
+def _attn(op_qk: str, op_pv: str, m: ModelSpec, Mq: int, Nk: int, grid_rows: int, rep: int, lk: str) -> list[Gemm]:
+    keys = max(1, round(Nk * m.attn_density)) if op_qk == "self_attn_qk" else Nk
+    return [
+        Gemm(op_qk, Mq, m.head_dim, keys, m.heads * rep, grid_rows, lk),
+        Gemm(op_pv, Mq, keys, m.head_dim, m.heads * rep, grid_rows, lk),
+    ]
+
+
+def _lin(op: str, M: int, K: int, N: int, rep: int, grid_rows: int, lk: str) -> Gemm:
+    return Gemm(op, M, K, N, rep, grid_rows, lk)
+
+
+def build_gemms(m: ModelSpec, grid_thw: tuple[int, int, int], steps: int) -> tuple[Gemm, ...]:
+    """All GEMMs of ``steps`` denoising steps (``cfg_passes`` transformer calls each)."""
+    T, H, W = grid_thw
+    n = T * H * W
+    L, d, f, txt = m.layers, m.dim, m.ffn_dim, m.text_len
+    calls = steps * m.cfg_passes
+    g: list[Gemm] = []
+    if m.family == "wan":
+        rep = L * calls
+        for op in ("proj_q", "proj_k", "proj_v"):
+            g.append(_lin(op, n, d, d, rep, n, "block"))
+        g += _attn("self_attn_qk", "self_attn_pv", m, n, n, n, rep, "block")
+        g.append(_lin("proj_out", n, d, d, rep, n, "block"))
+        g.append(_lin("cross_proj_q", n, d, d, rep, n, "block"))
+        g.append(_lin("cross_proj_kv", txt, d, 2 * d, rep, 0, "block"))
+        g += _attn("cross_attn_qk", "cross_attn_pv", m, n, txt, n, rep, "block")
+        g.append(_lin("cross_proj_out", n, d, d, rep, n, "block"))
+        g.append(_lin("ffn_up", n, d, f, rep, n, "block"))
+        g.append(_lin("ffn_down", n, f, d, rep, n, "block"))
+    elif m.family == "cogvideox":
+        s = n + txt  # joint [text; video]
+        rep = L * calls
+        for op in ("proj_q", "proj_k", "proj_v"):
+            g.append(_lin(op, s, d, d, rep, n, "block"))
+        g += _attn("self_attn_qk", "self_attn_pv", m, s, s, n, rep, "block")
+        g.append(_lin("proj_out", s, d, d, rep, n, "block"))
+        g.append(_lin("ffn_up", s, d, f, rep, n, "block"))
+        g.append(_lin("ffn_down", s, f, d, rep, n, "block"))
+    elif m.family == "hunyuan":
+        s = n + txt  # joint [video; text]
+        # dual-stream blocks: separate weights for the video and the text stream
+        rep = m.layers * calls
+        for op in ("proj_q", "proj_k", "proj_v"):
+            g.append(_lin(op, n, d, d, rep, n, "dual"))
+            g.append(_lin(op, txt, d, d, rep, 0, "dual-text"))
+        g += _attn("self_attn_qk", "self_attn_pv", m, s, s, n, rep, "dual")
+        g.append(_lin("proj_out", n, d, d, rep, n, "dual"))
+        g.append(_lin("proj_out", txt, d, d, rep, 0, "dual-text"))
+        g.append(_lin("ffn_up", n, d, f, rep, n, "dual"))
+        g.append(_lin("ffn_down", n, f, d, rep, n, "dual"))
+        g.append(_lin("ffn_up", txt, d, f, rep, 0, "dual-text"))
+        g.append(_lin("ffn_down", txt, f, d, rep, 0, "dual-text"))
+        # single-stream blocks: linear1 = [q|k|v|mlp_in], linear2 = [attn|mlp] -> d (split by K)
+        rep = m.single_layers * calls
+        for op in ("proj_q", "proj_k", "proj_v"):
+            g.append(_lin(op, s, d, d, rep, n, "single"))
+        g.append(_lin("ffn_up", s, d, f, rep, n, "single"))
+        g += _attn("self_attn_qk", "self_attn_pv", m, s, s, n, rep, "single")
+        g.append(_lin("proj_out", s, d, d, rep, n, "single"))
+        g.append(_lin("ffn_down", s, f, d, rep, n, "single"))
+    else:  # pragma: no cover - MODELS only holds the families above
+        raise ValueError(f"unknown model family {m.family!r}")
+    return tuple(g)
+
+
+def workload_names() -> list[str]:
+    out = []
+    for name, m in MODELS.items():
+        out += [f"{name}-{res}" for res in RESOLUTIONS[m.family]]
+    return out
+
+
+def get_workload(name: str, steps: int | None = None) -> Workload:
+    """``"<model>-<480p|720p>"``, e.g. ``"hunyuan-720p"``; ``steps`` overrides the model default."""
+    name = str(name).lower()
+    if "-" not in name or name.rsplit("-", 1)[0] not in MODELS:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(workload_names())}")
+    model_name, res = name.rsplit("-", 1)
+    m = MODELS[model_name]
+    grid = latent_grid(m.family, res)
+    if steps is None:
+        steps = m.steps
+    if not isinstance(steps, int) or not 1 <= steps <= 1000:
+        raise ValueError(f"steps={steps!r} is outside 1..1000")
+    return Workload(name, m, res, grid, steps, build_gemms(m, grid, steps))
