@@ -14,6 +14,7 @@ import click
 #: subcommand name -> "module:attribute" of a click command
 COMMANDS: dict[str, str] = {
     "demo": "kaleido.cli.demo:demo",
+    "train-tiny": "kaleido.cli.train_tiny:train_tiny",
 }
 
 

@@ -1,0 +1,148 @@
+"""The whole tiny-model training run, stage by stage, each stage resumable.
+
+``out_dir`` layout::
+
+    vae/           VAE checkpoint (ckpt/), log.jsonl, config.json
+    latents/       train.* and val.* latent sets (safetensors + json), stats.json
+    transformer/   transformer checkpoint (ckpt/, ema/), log.jsonl, config.json
+    pipeline/      the finished diffusers folder (what ships as assets/tiny-wan)
+
+Stages: (1) train the VAE; (2) encode training / held-out clips once, set the VAE's
+``latents_mean`` / ``latents_std``; (3) train the transformer on cached latents; (4) save
+the ``WanPipeline``. A stage whose output exists is loaded, not redone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from kaleido.tiny.build import assemble_pipeline, build_text_encoder, build_tokenizer, save_pipeline
+from kaleido.tiny.checkpoint import load_checkpoint
+from kaleido.tiny.latents import LatentSet, build_latent_set, channel_stats
+from kaleido.tiny.train_transformer import TransformerTrainConfig, train_transformer
+from kaleido.tiny.train_vae import VaeTrainConfig, build_vae, train_vae
+
+
+@dataclass
+class TinyTrainConfig:
+    out_dir: str = "runs/tiny"
+    seed: int = 0
+    n_train_procedural: int = 3000
+    n_train_real: int = 500
+    n_val_procedural: int = 96
+    n_val_real: int = 32
+    clip_frames: int = 17
+    clip_size: int = 64
+    vae: VaeTrainConfig = field(default_factory=VaeTrainConfig)
+    transformer: TransformerTrainConfig = field(default_factory=TransformerTrainConfig)
+
+    def __post_init__(self) -> None:
+        self.vae.out_dir = str(Path(self.out_dir) / "vae")
+        self.transformer.out_dir = str(Path(self.out_dir) / "transformer")
+        self.vae.seed = self.seed
+        self.transformer.seed = self.seed
+
+    def validate(self) -> None:
+        for name in ("n_train_procedural", "n_val_procedural"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("n_train_real", "n_val_real"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 0")
+        self.vae.validate()
+        self.transformer.validate()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_trained_vae(cfg: TinyTrainConfig):
+    vae = build_vae(cfg.vae.arch, cfg.seed)
+    load_checkpoint(Path(cfg.vae.out_dir) / "ckpt", vae, None)
+    return vae.eval()
+
+
+def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[LatentSet, LatentSet, dict]:
+    """Encode (or load) the training and held-out latent sets; returns them and the channel stats."""
+    root = Path(cfg.out_dir) / "latents"
+    stats_file = root / "stats.json"
+    if stats_file.exists():
+        return LatentSet.load(root / "train"), LatentSet.load(root / "val"), json.loads(stats_file.read_text())
+    kw = dict(num_frames=cfg.clip_frames, size=cfg.clip_size)
+    train = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress, **kw)
+    val = build_latent_set(vae, cfg.n_val_procedural, cfg.n_val_real, "heldout", cfg.seed + 1, progress, **kw)
+    mean, std = channel_stats(train.latents)
+    stats = {"latents_mean": [float(x) for x in mean], "latents_std": [float(x) for x in std]}
+    train.save(root / "train")
+    val.save(root / "val")
+    stats_file.write_text(json.dumps(stats, indent=1))
+    return train, val, stats
+
+
+def run_training(cfg: TinyTrainConfig, progress: bool = True, stop_after: str | None = None) -> Path:
+    """Run every stage (or up to ``stop_after`` in {"vae", "latents"}); returns the pipeline folder."""
+    cfg.validate()
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
+    vae = train_vae(cfg.vae, progress=progress)
+    if stop_after == "vae":
+        return out
+    train, val, stats = prepare_latents(cfg, vae, progress)
+    vae.register_to_config(**stats)
+    if stop_after == "latents":
+        return out
+    tokenizer = build_tokenizer()
+    text_encoder = build_text_encoder(len(tokenizer), seed=cfg.seed)
+    pipe = assemble_pipeline(vae, None, text_encoder, tokenizer)
+    transformer = train_transformer(cfg.transformer, train, val, pipe, stats["latents_mean"], stats["latents_std"],
+                                    progress=progress)
+    return export_pipeline(cfg, transformer=transformer, vae=vae)
+
+
+def export_pipeline(cfg: TinyTrainConfig, transformer=None, vae=None, target: str | Path | None = None) -> Path:
+    """Save the pipeline from the current checkpoints (EMA transformer) to ``target`` (default out/pipeline)."""
+    from kaleido.tiny.build import build_transformer
+
+    if vae is None:
+        vae = load_trained_vae(cfg)
+        stats = json.loads((Path(cfg.out_dir) / "latents" / "stats.json").read_text())
+        vae.register_to_config(**stats)
+    tokenizer = build_tokenizer()
+    text_encoder = build_text_encoder(len(tokenizer), seed=cfg.seed)
+    if transformer is None:
+        transformer = build_transformer(cfg.transformer.arch, text_encoder.config.d_model, vae.config.z_dim, cfg.seed)
+        load_checkpoint(Path(cfg.transformer.out_dir) / "ema", transformer, None)
+    pipe = assemble_pipeline(vae, transformer.eval(), text_encoder, tokenizer)
+    target = Path(target) if target is not None else Path(cfg.out_dir) / "pipeline"
+    return save_pipeline(pipe, target)
+
+
+def main() -> None:  # pragma: no cover - background runs: python -m kaleido.tiny.train --stage ...
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default="runs/tiny")
+    p.add_argument("--stop-after", default=None)
+    p.add_argument("--vae-steps", type=int, default=800)
+    p.add_argument("--transformer-steps", type=int, default=2000)
+    p.add_argument("--transformer-batch", type=int, default=4)
+    p.add_argument("--budget-s", type=float, default=None, help="transformer time budget")
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    cfg = TinyTrainConfig(out_dir=a.out)
+    cfg.vae.steps = a.vae_steps
+    cfg.transformer.steps = a.transformer_steps
+    cfg.transformer.batch = a.transformer_batch
+    cfg.transformer.time_budget_s = a.budget_s
+    cfg.__post_init__()
+    print(run_training(cfg, stop_after=a.stop_after))
+
+
+if __name__ == "__main__":
+    main()

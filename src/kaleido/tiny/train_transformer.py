@@ -1,0 +1,210 @@
+"""Train the tiny ``WanTransformer3DModel`` by flow matching on cached VAE latents.
+
+Flow matching as the shipped ``FlowMatchEulerDiscreteScheduler`` integrates it:
+``x_sigma = (1 - sigma) x0 + sigma eps``, target ``v = eps - x0``, model input timestep
+``1000 sigma``; training sigmas are ``shift u / (1 + (shift - 1) u)`` with ``u ~ U(0, 1)``
+(the same shift as the sampler). Latents are normalised per channel with the statistics the
+VAE config stores (``latents_mean`` / ``latents_std``), exactly as ``WanPipeline`` undoes it.
+Text conditioning: the pipeline's own ``encode_prompt`` (max_sequence_length 512, frozen
+UMT5), with the prompt replaced by ``""`` ``cfg_dropout`` of the time, for classifier-free guidance.
+
+Resumable (``out_dir/ckpt``: weights, EMA weights, AdamW moments, step) and reproducible: the
+batch and noise of step ``i`` depend only on ``(seed, i)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kaleido.tiny.build import SCHEDULER_SHIFT, TransformerArch, build_transformer
+from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+from kaleido.tiny.latents import LatentSet
+
+
+@dataclass
+class TransformerTrainConfig:
+    out_dir: str = "runs/tiny/transformer"
+    steps: int = 2000
+    batch: int = 4
+    lr: float = 5e-4
+    warmup: int = 50
+    cfg_dropout: float = 0.1
+    ema_decay: float = 0.998
+    shift: float = SCHEDULER_SHIFT
+    max_sequence_length: int = 512
+    seed: int = 0
+    ckpt_every: int = 100
+    log_every: int = 10
+    val_every: int = 250
+    time_budget_s: float | None = None
+    arch: TransformerArch = field(default_factory=TransformerArch)
+
+    def validate(self) -> None:
+        if self.steps < 1 or self.batch < 1:
+            raise ValueError(f"steps={self.steps}, batch={self.batch}: both must be >= 1")
+        if not 0.0 <= self.cfg_dropout < 1.0:
+            raise ValueError(f"cfg_dropout={self.cfg_dropout} must be in [0, 1)")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay={self.ema_decay} must be in [0, 1)")
+
+
+class PromptEmbeddings:
+    """Embeddings of a fixed set of prompts via ``pipe.encode_prompt``; ``""`` is the unconditional one.
+
+    Stored trimmed to each prompt's length and zero-padded on demand to ``max_sequence_length``
+    (what ``WanPipeline._get_t5_prompt_embeds`` produces)."""
+
+    def __init__(self, pipe, prompts: list[str], max_sequence_length: int = 512):
+        self.max_len = max_sequence_length
+        self.table: dict[str, torch.Tensor] = {}
+        unique = sorted(set(prompts) | {""})
+        with torch.no_grad():
+            for p in unique:
+                emb = pipe.encode_prompt(p, do_classifier_free_guidance=False, max_sequence_length=max_sequence_length,
+                                         device=torch.device("cpu"))[0][0]
+                n = int((emb.abs().sum(-1) > 0).sum())
+                self.table[p] = emb[:n].clone()
+
+    def batch(self, prompts: list[str]) -> torch.Tensor:
+        """``(B, max_sequence_length, text_dim)``."""
+        first = next(iter(self.table.values()))
+        out = torch.zeros(len(prompts), self.max_len, first.shape[-1])
+        for i, p in enumerate(prompts):
+            e = self.table[p]
+            out[i, : e.shape[0]] = e
+        return out
+
+
+def normalise(latents: torch.Tensor, mean, std) -> torch.Tensor:
+    """Raw VAE latents -> model space ``(z - mean) / std`` (per channel)."""
+    m = torch.as_tensor(mean, dtype=latents.dtype).view(1, -1, 1, 1, 1)
+    s = torch.as_tensor(std, dtype=latents.dtype).view(1, -1, 1, 1, 1)
+    return (latents - m) / s
+
+
+def shifted_sigma(u: torch.Tensor, shift: float) -> torch.Tensor:
+    return shift * u / (1 + (shift - 1) * u)
+
+
+def flow_matching_pair(x0: torch.Tensor, noise: torch.Tensor, sigma: torch.Tensor):
+    """``(x_sigma, v_target)`` for sigma ``(B,)``."""
+    s = sigma.view(-1, 1, 1, 1, 1)
+    return (1 - s) * x0 + s * noise, noise - x0
+
+
+def predict(transformer, x_t: torch.Tensor, sigma: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+    return transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=text, return_dict=False)[0]
+
+
+def lr_at(cfg: TransformerTrainConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def fixed_validation_draws(n: int, shape: tuple[int, ...], sigmas: list[float], seed: int = 1234):
+    """Fixed noise for validation: ``(len(sigmas), n, *shape)``."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn((len(sigmas), n, *shape), generator=gen)
+
+
+@torch.no_grad()
+def validation_loss_per_sigma(predict_fn, x0: torch.Tensor, text: torch.Tensor, sigmas: list[float], noise: torch.Tensor,
+                              batch: int = 16) -> list[float]:
+    """Mean flow-matching MSE at each fixed sigma; ``predict_fn(x_t, sigma (B,), text) -> v``."""
+    losses = []
+    for k, s in enumerate(sigmas):
+        total, count = 0.0, 0
+        for i in range(0, len(x0), batch):
+            xb, nb = x0[i : i + batch], noise[k, i : i + batch]
+            sig = torch.full((len(xb),), float(s))
+            x_t, v = flow_matching_pair(xb, nb, sig)
+            pred = predict_fn(x_t, sig, text[i : i + batch])
+            total += float(((pred - v) ** 2).sum())
+            count += v.numel()
+        losses.append(total / count)
+    return losses
+
+
+VAL_SIGMAS = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]
+
+
+def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: LatentSet, pipe, latents_mean, latents_std,
+                      progress: bool = True):
+    """Train (or resume); returns the EMA transformer. Writes ``out_dir/{ckpt,log.jsonl,config.json}``."""
+    from tqdm.auto import tqdm
+
+    cfg.validate()
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    text_dim = pipe.text_encoder.config.d_model
+    z_dim = train.latents.shape[1]
+    model = build_transformer(cfg.arch, text_dim=text_dim, z_dim=z_dim, seed=cfg.seed)
+    ema = build_transformer(cfg.arch, text_dim=text_dim, z_dim=z_dim, seed=cfg.seed)
+    ema.load_state_dict(model.state_dict())
+    ema.requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.99))
+    start = 0
+    if has_checkpoint(out / "ckpt"):
+        start = load_checkpoint(out / "ckpt", model, opt)["step"]
+        load_checkpoint(out / "ema", ema, None)
+    x_train = normalise(train.latents, latents_mean, latents_std)
+    x_val = normalise(val.latents, latents_mean, latents_std)
+    emb = PromptEmbeddings(pipe, train.prompts + val.prompts, cfg.max_sequence_length)
+    val_text = emb.batch(val.prompts)
+    val_noise = fixed_validation_draws(len(val), tuple(x_val.shape[1:]), VAL_SIGMAS)
+    log = open(out / "log.jsonl", "a")
+    t_start = time.time()
+    model.train()
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="transformer", disable=not progress)
+    for step in bar:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(cfg, step)
+        rng = np.random.default_rng([cfg.seed, step, 2])
+        idx = rng.integers(0, len(train), size=cfg.batch)
+        prompts = [("" if rng.random() < cfg.cfg_dropout else train.prompts[i]) for i in idx]
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+        x0 = x_train[torch.from_numpy(idx)]
+        noise = torch.randn(x0.shape, generator=gen)
+        sigma = shifted_sigma(torch.rand(cfg.batch, generator=gen), cfg.shift)
+        x_t, v = flow_matching_pair(x0, noise, sigma)
+        pred = predict(model, x_t, sigma, emb.batch(prompts))
+        loss = ((pred - v) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        with torch.no_grad():
+            d = min(cfg.ema_decay, (1 + step) / (10 + step))
+            for pe, pm in zip(ema.parameters(), model.parameters()):
+                pe.lerp_(pm, 1 - d)
+        record = None
+        if step % cfg.log_every == 0 or step == cfg.steps - 1:
+            record = dict(step=step, loss=float(loss.detach()), lr=lr_at(cfg, step), elapsed_s=round(time.time() - t_start, 1))
+        if cfg.val_every and ((step + 1) % cfg.val_every == 0 or step == cfg.steps - 1):
+            ema.eval()
+            per_sigma = validation_loss_per_sigma(lambda x, s, t: predict(ema, x, s, t), x_val, val_text, VAL_SIGMAS, val_noise)
+            record = record or dict(step=step, elapsed_s=round(time.time() - t_start, 1))
+            record.update(val_loss=float(np.mean(per_sigma)), val_per_sigma=per_sigma)
+        if record:
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+        bar.set_postfix(loss=f"{float(loss.detach()):.4f}")
+        out_of_time = cfg.time_budget_s is not None and time.time() - t_start > cfg.time_budget_s
+        if (step + 1) % cfg.ckpt_every == 0 or step == cfg.steps - 1 or out_of_time:
+            save_checkpoint(out / "ckpt", model, opt, {"step": step + 1})
+            save_checkpoint(out / "ema", ema, torch.optim.SGD([torch.zeros(1)], lr=0.0), {"step": step + 1})
+        if out_of_time:
+            break
+    log.close()
+    ema.eval()
+    return ema

@@ -1,0 +1,66 @@
+"""Procedural clips, real-clip splits and the prompt-following measurement on ground truth."""
+
+import numpy as np
+import pytest
+
+from kaleido.tiny import data as D
+from kaleido.tiny.evaluate import check_prompt_following
+
+
+def test_render_clip_moves_the_object_the_prompted_way():
+    spec = D.ShapeSpec("red", "square", "moving", "right", "striped")
+    clip, centroids = D.render_clip(spec, num_frames=17, size=64, seed=3)
+    assert clip.shape == (17, 64, 64, 3) and clip.dtype == np.float32
+    assert -1.0 <= clip.min() and clip.max() <= 1.0
+    assert centroids[-1, 0] - centroids[0, 0] > 15  # moved right by > 15 px
+    assert abs(centroids[-1, 1] - centroids[0, 1]) < 1e-4
+    assert spec.prompt == "a red square moving right on a striped background"
+
+
+def test_prompt_check_passes_ground_truth_and_rejects_wrong_prompts():
+    rng = np.random.default_rng(0)
+    checked = 0
+    while checked < 24:
+        spec = D.random_spec(rng)
+        if spec.motion != "moving":
+            continue
+        clip01 = (D.render_clip(spec, 17, 64, seed=checked)[0] + 1) / 2
+        assert check_prompt_following(clip01, spec.colour, spec.direction).ok, spec.prompt
+        opposite = {"left": "right", "right": "left", "up": "down", "down": "up"}[spec.direction]
+        assert not check_prompt_following(clip01, spec.colour, opposite).ok
+        other = next(c for c in D.COLOURS if c != spec.colour)
+        assert not check_prompt_following(clip01, other, spec.direction).ok
+        checked += 1
+
+
+def test_prompt_check_rejects_a_static_object_and_bad_input():
+    spec = D.ShapeSpec("blue", "circle", "rotating", None, "plain")
+    clip01 = (D.render_clip(spec, 17, 64, seed=1)[0] + 1) / 2
+    assert not check_prompt_following(clip01, "blue", "left").direction_ok
+    with pytest.raises(ValueError, match="colour"):
+        check_prompt_following(clip01, "mauve", "left")
+    with pytest.raises(ValueError, match="clip shape"):
+        check_prompt_following(clip01[:2], "blue", "left")
+
+
+def test_real_clips_split_in_time_and_carphone_is_eval_only():
+    train = D.split_frames("bikes", "train")
+    held = D.split_frames("bikes", "heldout")
+    full = D.load_real_clip("bikes")
+    assert len(train) + len(held) == len(full)
+    assert np.array_equal(train[-1], full[len(train) - 1]) and np.array_equal(held[0], full[len(train)])
+    with pytest.raises(ValueError, match="evaluation-only"):
+        D.split_frames("carphone_pristine", "train")
+    window = D.real_window(train, np.random.default_rng(0), 9, 32)
+    assert window.shape == (9, 32, 32, 3) and -1.0 <= window.min() and window.max() <= 1.0
+
+
+def test_vocabulary_covers_every_prompt_word():
+    from kaleido.tiny.build import build_tokenizer, read_vocab
+
+    vocab = set(read_vocab())
+    assert set(D.vocabulary()) <= vocab
+    tok = build_tokenizer()
+    ids = tok("a Purple triangle moving up on a zebra background").input_ids
+    assert ids[-1] == tok.eos_token_id
+    assert ids.count(tok.unk_token_id) == 1  # "zebra" is not in the vocabulary
