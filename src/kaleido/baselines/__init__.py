@@ -1,0 +1,35 @@
+"""Baselines Kaleido is compared with, all behind one :class:`Method` interface.
+
+``make_method("tome", ratio=0.5).apply(pipe.transformer)`` -> a handle with
+``remove()`` and ``report()`` (MACs per op kind, 8-bit-equivalent, as Kaleido's
+:class:`~kaleido.reuse.OpCounts`).  One module per technique; see docs/baselines.md.
+"""
+
+from __future__ import annotations
+
+from .adaptiv import AdapTiV
+from .base import ESTIMATE, OP_KINDS, Method, MethodHandle, MethodReport, WanShapes
+from .block_topk import BlockTopK
+from .cambricon_d import CambriconD
+from .exion import Exion
+from .sparse_videogen import SparseVideoGen
+from .step_cache import FirstBlockCache, PyramidAttentionBroadcast, TaylorSeer
+from .tome import ToMe
+
+#: name -> Method class
+METHODS: dict[str, type[Method]] = {
+    m.name: m
+    for m in (SparseVideoGen, BlockTopK, ToMe, AdapTiV, PyramidAttentionBroadcast, FirstBlockCache, TaylorSeer,
+              Exion, CambriconD)
+}
+
+
+def make_method(name: str, **settings) -> Method:
+    """The baseline ``name`` with ``settings`` (validated; unknown names and keys raise ``ValueError``)."""
+    cls = METHODS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown baseline {name!r}; known: {sorted(METHODS)}")
+    return cls(**settings)
+
+
+__all__ = ["METHODS", "make_method", "Method", "MethodHandle", "MethodReport", "WanShapes", "OP_KINDS", "ESTIMATE"]

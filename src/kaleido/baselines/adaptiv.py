@@ -1,0 +1,83 @@
+"""AdapTiV-style token merging (MICRO'24): sign similarity, local matching, dynamic rate.
+
+* **Sign similarity**: two tokens are compared by the sign bits of their attention
+  input (``hidden_states`` after norm/modulation): the fraction of channels whose signs
+  agree (an XOR/popcount in hardware, no multiplies).
+* **Local matching**: a token is only compared with the destination of its own local
+  window of ``window`` = (1, 2, 2) grid cells (its first member), not with all tokens.
+* **Dynamic merge rate**: a token merges whenever its sign agreement reaches ``tau``,
+  so how many tokens merge varies per layer, step and prompt.
+
+Merged tokens share one attention row and column (proportional attention, unmerged
+after; see :mod:`._merge`).  Savings: ``N'^2`` of ``S^2`` self-attention pairs from the
+merged count of each call.  The sign comparisons (``S * dim`` one-bit XORs) are charged
+as ``estimate`` by the width rule (1x1 bit = 1/64 of an 8x8 MAC).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ._merge import groups_from_pairs, local_windows, merged_attention, window_dst
+from .base import Method, MethodHandle, check_range
+from .wan_attention import AttnContext, dense_attention, install_self_attention, record_pairs
+
+
+@dataclass(frozen=True)
+class AdapTiVSettings:
+    tau: float = 0.8  # sign agreement (fraction of channels) at or above which a token merges
+    window: tuple = (1, 2, 2)
+    dense_steps: int = 0
+
+    def __post_init__(self) -> None:
+        check_range("adaptiv", "tau", self.tau, 0.0, 1.0, "fraction of channels with equal sign")
+        if len(tuple(self.window)) != 3 or any(int(w) < 1 for w in self.window):
+            raise ValueError(f"adaptiv: window={self.window!r} must be three positive ints (t, h, w)")
+        object.__setattr__(self, "window", tuple(int(w) for w in self.window))
+        check_range("adaptiv", "dense_steps", self.dense_steps, 0, 10_000)
+
+
+def sign_agreement(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """Fraction of channels where ``x`` and ``ref`` (…, C) have the same sign (zero counts as +)."""
+    return ((x >= 0) == (ref >= 0)).to(torch.float32).mean(-1)
+
+
+class AdapTiV(Method):
+    name = "adaptiv"
+    Settings = AdapTiVSettings
+    claims = frozenset({("attn1", "self_qk"), ("attn1", "self_pv")})
+
+    def _install(self, handle: MethodHandle) -> None:
+        s = self.settings
+
+        def core(q, k, v, ctx: AttnContext):
+            B, S, H, d = q.shape
+            if ctx.call.step < s.dense_steps:
+                record_pairs(handle, B * H * S * S, B * H * S * S, d)
+                return dense_attention(q, k, v)
+            win = local_windows(ctx.call.grid, s.window)
+            is_dst = window_dst(win)  # the first member of every window
+            dst_of_win = torch.empty(int(win.max()) + 1, dtype=torch.long)
+            dst_of_win[win[is_dst]] = is_dst.nonzero().squeeze(1)
+            src_idx = (~is_dst).nonzero().squeeze(1)
+            partner = dst_of_win[win[src_idx]]
+            outs, kept, merged = [], 0, 0
+            for b in range(B):
+                x = ctx.hidden_states[b]
+                agree = sign_agreement(x[src_idx], x[partner])
+                take = agree >= s.tau
+                group = groups_from_pairs(S, src_idx[take], partner[take])
+                o, n = merged_attention(q[b], k[b], v[b], group)
+                outs.append(o)
+                kept += H * n * n
+                merged += int(take.sum())
+            C = ctx.hidden_states.shape[-1]
+            handle.ledger.add("estimate", mac8=math.ceil(B * src_idx.numel() * C / 64))
+            handle.extra.setdefault("merged_tokens", []).append(merged)
+            record_pairs(handle, kept, B * H * S * S, d)
+            return torch.stack(outs)
+
+        install_self_attention(handle, core)

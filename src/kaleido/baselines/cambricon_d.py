@@ -1,0 +1,94 @@
+"""Cambricon-D / Ditto-style differential computing across denoising steps.
+
+Every linear layer of every block (attn1/attn2 q, k, v, out projections and the two
+feed-forward linears) keeps, per call slot (cond / uncond), the input it last saw
+(``x_ref``) and its output (``y_ref``).  On the next step it computes only the
+difference: ``d = x - x_ref`` is quantised to ``delta_bits`` signed bits with one
+scale per tensor (``max|d| / (2**(delta_bits-1) - 1)``); entries that round to zero
+are skipped; ``y = y_ref + W (scale * d_q)``.  ``x_ref`` becomes the reconstructed
+input ``x_ref + scale * d_q`` (so errors do not drift along steps) and ``y_ref`` the new
+output.  This is lossy: small changes are dropped and large ones rounded, which is
+where the approximation error of differential accelerators comes from.  The first call
+of every slot in a generation, and every ``refresh_period``-th step, run dense.
+
+Counts: per linear, non-zero deltas x ``out_features`` ``delta_bits x 8`` MACs
+(``mac_low``), zero deltas skipped; dense calls are 8x8 MACs.  Attention q.k^T and P.V
+stay dense (softmax is nonlinear: a difference of scores cannot be carried through it),
+so this baseline saves nothing on self-attention q.k^T by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ._hooks import replace_forward
+from .base import Method, MethodHandle, check_range
+
+_LINEARS = {  # (unit, module path inside the block, op kind)
+    ("attn1", "attn1.to_q", "proj_q"), ("attn1", "attn1.to_k", "proj_k"), ("attn1", "attn1.to_v", "proj_v"),
+    ("attn1", "attn1.to_out.0", "proj_out"), ("attn2", "attn2.to_q", "proj_q"), ("attn2", "attn2.to_k", "proj_k"),
+    ("attn2", "attn2.to_v", "proj_v"), ("attn2", "attn2.to_out.0", "proj_out"),
+    ("ffn", "ffn.net.0.proj", "ffn_in"), ("ffn", "ffn.net.2", "ffn_out"),
+}
+
+
+@dataclass(frozen=True)
+class CambriconDSettings:
+    delta_bits: int = 4  # signed bits of a quantised temporal difference
+    refresh_period: int = 0  # recompute densely every this many steps (0: only the first)
+
+    def __post_init__(self) -> None:
+        check_range("cambricon_d", "delta_bits", self.delta_bits, 2, 8)
+        check_range("cambricon_d", "refresh_period", self.refresh_period, 0, 10_000)
+
+
+class CambriconD(Method):
+    name = "cambricon_d"
+    Settings = CambriconDSettings
+    claims = frozenset((u, k) for u, _, k in _LINEARS)
+
+    @property
+    def low_bits(self) -> int:  # type: ignore[override]
+        return self.settings.delta_bits
+
+    def _install(self, handle: MethodHandle) -> None:
+        s = self.settings
+        state: dict[tuple, tuple[torch.Tensor, torch.Tensor, int]] = {}  # (layer, path, slot) -> (x_ref, y_ref, step)
+        handle.on_new_generation(state.clear)
+        qmax = 2 ** (s.delta_bits - 1) - 1
+        density = handle.extra.setdefault("delta_nonzero_fraction", [])
+
+        for layer, block in enumerate(handle.transformer.blocks):
+            mods = dict(block.named_modules())
+            for unit, path, kind in sorted(_LINEARS):
+                lin = mods[path]
+                if not isinstance(lin, torch.nn.Linear):
+                    raise ValueError(f"cambricon_d: blocks.{layer}.{path} is {type(lin).__name__}, not a Linear")
+
+                def forward(original, x, *a, layer=layer, path=path, kind=kind, lin=lin, **kw):
+                    c = handle.call
+                    rows = x.numel() // x.shape[-1]
+                    full = rows * lin.in_features * lin.out_features
+                    key = (layer, path, c.slot)
+                    prev = state.get(key)
+                    refresh = s.refresh_period > 0 and c.step > 0 and c.step % s.refresh_period == 0
+                    if prev is None or refresh or prev[0].shape != x.shape:
+                        y = original(x, *a, **kw)
+                        state[key] = (x.detach().clone(), y.detach().clone(), c.step)
+                        handle.ledger.add(kind, mac8=full)
+                        return y
+                    x_ref, y_ref, _ = prev
+                    d = x - x_ref
+                    scale = d.abs().amax().clamp(min=1e-12) / qmax
+                    dq = torch.round(d / scale).clamp(-qmax, qmax)
+                    nnz = int((dq != 0).sum())
+                    density.append(nnz / dq.numel())
+                    y = y_ref + F.linear(dq * scale, lin.weight)
+                    state[key] = (x_ref + dq * scale, y.detach().clone(), c.step)
+                    handle.ledger.add(kind, mac_low=nnz * lin.out_features, skipped=full - nnz * lin.out_features)
+                    return y
+
+                replace_forward(handle, lin, "kaleido_cambricon_d", forward)

@@ -1,0 +1,160 @@
+"""Every baseline on a tiny random Wan pipeline: it changes what it claims, counts what it skips, and undoes itself."""
+
+import numpy as np
+import pytest
+import torch
+
+from kaleido.baselines import METHODS, OP_KINDS, WanShapes, make_method
+from kaleido.baselines.sparse_videogen import classify_heads, sample_rows, spatial_temporal_masks
+from kaleido.reuse import TokenGrid
+
+S, STEPS, LAYERS, HEADS, HD = 80, 4, 2, 2, 24  # random-wan: 5x4x4 tokens, 4 steps, no CFG
+
+
+def run_method(random_pipe, generate, name, **settings):
+    pipe, _ = random_pipe
+    handle = make_method(name, **settings).apply(pipe.transformer)
+    try:
+        frames = generate()
+    finally:
+        report = handle.report()
+        handle.remove()
+    return frames, report
+
+
+def psnr(a, b):
+    mse = float(((a - b) ** 2).mean())
+    return float("inf") if mse == 0 else 10 * np.log10(1.0 / mse)
+
+
+def test_every_method_is_registered_and_rejects_bad_settings():
+    assert set(METHODS) == {"sparse_videogen", "block_topk", "tome", "adaptiv", "pab", "fbcache", "taylorseer",
+                            "exion", "cambricon_d"}
+    with pytest.raises(ValueError, match="density"):
+        make_method("block_topk", density=1.5)
+    with pytest.raises(ValueError, match="unknown setting"):
+        make_method("tome", rate=0.5)
+    with pytest.raises(ValueError, match="unknown baseline"):
+        make_method("nope")
+
+
+def test_dense_counts_match_the_wan_shapes(random_pipe, generate, dense_frames):
+    frames, rep = run_method(random_pipe, generate, "block_topk", density=1.0, block_size=8)
+    np.testing.assert_allclose(frames, dense_frames, atol=1e-5)
+    per_call_layer = HEADS * S * S * HD
+    assert rep.op_counts["self_qk"].dense_macs == STEPS * LAYERS * per_call_layer
+    assert rep.saved_fraction("self_qk") == 0.0
+    shapes = WanShapes.of(random_pipe[0].transformer)
+    assert shapes.rope_sizes == (8, 8, 8) and shapes.dim == 48
+    assert rep.op_counts["ffn_in"].dense_macs == STEPS * LAYERS * S * 48 * 96
+    assert set(OP_KINDS) <= set(rep.op_counts)
+
+
+def test_sparse_videogen_counts_the_blocks_it_skips(random_pipe, generate, dense_frames):
+    frames, rep = run_method(random_pipe, generate, "sparse_videogen", density=0.3, block_size=8)
+    # 10 blocks of 8 tokens, 3 kept per query block -> 70% of the pairs skipped, in q.k^T and P.V
+    assert rep.saved_fraction("self_qk") == pytest.approx(0.7)
+    assert rep.saved_fraction("self_pv") == pytest.approx(0.7)
+    assert rep.saved_fraction("ffn_in") == 0.0 and rep.estimate_macs > 0
+    sp, tp = rep.extra["heads_spatial_temporal"]
+    assert sp + tp == STEPS * LAYERS * HEADS
+    assert 0 < np.abs(frames - dense_frames).max()
+
+
+def test_sparse_videogen_classifies_a_temporal_head():
+    grid = TokenGrid(4, 4, 4)
+    S = grid.n_grid
+    pos = torch.arange(S) % 16  # the same place in every frame has the same key
+    k = torch.nn.functional.one_hot(pos, 16).float().view(1, S, 1, 16) * 8
+    q, v = k.clone(), torch.randn(1, S, 1, 16)
+    m_sp, m_tp = spatial_temporal_masks(grid, 0.25, 8)
+    assert classify_heads(q, k, v, m_sp, m_tp, sample_rows(S, 16)).item() is True
+    qs = torch.nn.functional.one_hot(torch.arange(S) // 16, 16).float().view(1, S, 1, 16) * 8  # frame-local
+    assert classify_heads(qs, qs.clone(), v, m_sp, m_tp, sample_rows(S, 16)).item() is False
+
+
+def test_block_topk_keeps_the_requested_fraction(random_pipe, generate, dense_frames):
+    frames, rep = run_method(random_pipe, generate, "block_topk", density=0.5, block_size=8)
+    assert rep.saved_fraction("self_qk") == pytest.approx(0.5)
+    assert rep.op_counts["estimate"].total_mac8 == STEPS * LAYERS * HEADS * 10 * 10 * HD
+    assert psnr(frames, dense_frames) < 200
+
+
+def test_tome_savings_follow_the_merged_token_count(random_pipe, generate, dense_frames):
+    frames, rep = run_method(random_pipe, generate, "tome", ratio=0.5)
+    assert rep.saved_fraction("self_qk") == pytest.approx(1 - (40 / 80) ** 2)
+    frames0, rep0 = run_method(random_pipe, generate, "tome", ratio=0.0)
+    np.testing.assert_allclose(frames0, dense_frames, atol=1e-5)
+    assert rep0.saved_fraction("self_qk") == 0.0
+
+
+def test_adaptiv_merge_rate_is_dynamic(random_pipe, generate, dense_frames):
+    _, rep_all = run_method(random_pipe, generate, "adaptiv", tau=0.0)  # every source merges into its window
+    assert rep_all.saved_fraction("self_qk") == pytest.approx(1 - (20 / 80) ** 2)
+    _, rep_some = run_method(random_pipe, generate, "adaptiv", tau=0.6)
+    merged = rep_some.extra["merged_tokens"]
+    assert 0 < rep_some.saved_fraction("self_qk") < rep_all.saved_fraction("self_qk")
+    assert len(set(merged)) > 1  # the rate changes from layer to layer / step to step
+
+
+def test_taylorseer_refuses_identifiers_that_match_nothing(random_pipe):
+    pipe, _ = random_pipe
+    with pytest.raises(ValueError, match="match no module"):
+        make_method("taylorseer", identifiers=("^transformer_blocks.*attn",)).apply(pipe.transformer)
+    assert not pipe.transformer.is_cache_enabled
+
+
+def test_taylorseer_skips_matched_units_only(random_pipe, generate, dense_frames):
+    frames, rep = run_method(random_pipe, generate, "taylorseer", cache_interval=3, disable_cache_before_step=1)
+    assert rep.extra["matched"] == ["blocks.0.attn1", "blocks.0.ffn", "blocks.1.attn1", "blocks.1.ffn"]
+    assert rep.saved_fraction("self_qk") > 0 and rep.saved_fraction("ffn_in") == rep.saved_fraction("self_qk")
+    assert rep.saved_fraction("cross_qk") == 0.0  # attn2 is not cached
+    assert not random_pipe[0].transformer.is_cache_enabled
+
+
+def test_first_block_cache_skips_whole_blocks(random_pipe, generate):
+    _, rep = run_method(random_pipe, generate, "fbcache", threshold=50.0)
+    # block 0 always runs; block 1 is skipped whenever the cache hits
+    assert 0 < rep.saved_fraction("ffn_in") <= 0.5
+    assert rep.saved_fraction("self_qk") == rep.saved_fraction("cross_qk") == rep.saved_fraction("ffn_in")
+
+
+def test_pab_skips_attention_and_refuses_two_calls_per_step(random_pipe, generate):
+    _, rep = run_method(random_pipe, generate, "pab", self_skip_range=2, cross_skip_range=2, timestep_range=(0, 1001))
+    assert rep.saved_fraction("self_qk") > 0 and rep.saved_fraction("cross_qk") > 0
+    assert rep.saved_fraction("ffn_in") == 0.0
+    pipe, _ = random_pipe
+    h = make_method("pab").apply(pipe.transformer)
+    try:
+        with pytest.raises(ValueError, match="twice per step"):
+            generate(guidance_scale=3.0)  # separate cond/uncond calls share PAB's cache: refused
+    finally:
+        h.remove()
+
+
+def test_exion_prunes_attention_and_reuses_ffn_masks(random_pipe, generate, dense_frames):
+    frames, rep = run_method(random_pipe, generate, "exion", attn_density=0.5, ffn_tau=0.2, ffn_period=2)
+    assert rep.saved_fraction("self_qk") == pytest.approx(0.5)
+    assert 0 < rep.saved_fraction("ffn_in") < 0.5  # only the steps between dense ones save
+    assert rep.saved_fraction("ffn_in") == rep.saved_fraction("ffn_out")
+    off, rep_off = run_method(random_pipe, generate, "exion", attn_density=1.0, ffn_tau=0.0)
+    np.testing.assert_allclose(off, dense_frames, atol=1e-5)
+    assert rep_off.total_saved_fraction == 0.0
+
+
+def test_cambricon_d_low_bit_deltas_trade_quality_for_savings(random_pipe, generate, dense_frames):
+    f2, rep2 = run_method(random_pipe, generate, "cambricon_d", delta_bits=2)
+    f8, rep8 = run_method(random_pipe, generate, "cambricon_d", delta_bits=8)
+    assert psnr(f8, dense_frames) > psnr(f2, dense_frames)
+    assert rep2.op_counts["ffn_in"].low_bits == 2 and rep2.op_counts["ffn_in"].total_mac_low > 0
+    assert rep2.saved_fraction("ffn_in") > rep8.saved_fraction("ffn_in") > 0
+    assert rep2.saved_fraction("self_qk") == 0.0  # attention stays dense by construction
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_remove_restores_the_dense_model_bit_for_bit(random_pipe, generate, dense_frames, name):
+    pipe, _ = random_pipe
+    h = make_method(name).apply(pipe.transformer)
+    generate()
+    h.remove()
+    np.testing.assert_array_equal(generate(), dense_frames)
