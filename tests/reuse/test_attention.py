@@ -117,3 +117,23 @@ def test_reuse_attention_rejects_bad_input():
     bad[0, 0, 0, 0] = float("inf")
     with pytest.raises(ValueError, match="non-finite"):
         reuse_attention(bad, k, v, grid, groups, cfg)
+
+
+def test_int8_online_softmax_equals_materialised_scores():
+    from kaleido.reuse import decide
+    from kaleido.reuse.attention import _int8_qk_online_softmax
+    from kaleido.reuse.matmul import int8_matmul_from_map
+
+    grid = TokenGrid(2, 3, 4, prefix=2)
+    groups = ChannelGroups.from_rope(6, 5, 5)
+    q, k, v = _qkv(grid, 16, 4, Sk=37)
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    q_q, s_q = quantize(qt, groups)
+    mm = decide(q_q, grid, groups, ReuseConfig(2, 6))
+    mask = torch.rand(1, 1, grid.seq_len, 37, generator=torch.Generator().manual_seed(0)) < 0.7
+    mask[..., 5] = True
+    scores = int8_matmul_from_map(q_q, s_q, mm, kt.transpose(-1, -2))
+    ref = torch.softmax((scores * 0.25).masked_fill(~mask, float("-inf")), -1) @ vt
+    # several key blocks of 8 columns go through the online softmax
+    out = _int8_qk_online_softmax(q_q, s_q, mm, kt, vt, 0.25, mask, max_block_elems=2 * 2 * grid.seq_len * 8)
+    assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5)

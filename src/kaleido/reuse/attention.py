@@ -11,7 +11,9 @@ Float path: the effective query (anchor rows gathered per group) goes through on
 SDPA is the quantisation, the decision and one gather.  With ``pv_config`` the
 probabilities ``P`` are materialised and ``P.V`` reuses along query rows too, with
 ``pv_groups`` partitioning the key axis (default: chunks of 128 keys, axis ``w``).
-``exact_int8=True`` computes q.k^T (and P.V when enabled) on the int8 path.
+``exact_int8=True`` computes q.k^T (and P.V when enabled) on the int8 path; without
+P.V reuse it runs one key block at a time with an online softmax, so the score matrix
+is never held whole.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from .config import ReuseConfig
 from .decide import check_plain_config, decide, effective_operand
 from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
-from .matmul import int8_matmul_from_map, reuse_matmul
+from .matmul import int8_acc_dtype, int8_matmul_blocks, int8_matmul_from_map, reuse_matmul
 from .modes import Mode, ModeMap
 from .opcounts import OpCounts
 from .quant import quantize
@@ -100,6 +102,44 @@ def _scores_to_probs(scores: torch.Tensor, scale: float, attn_mask: torch.Tensor
     return torch.softmax(scores, dim=-1)
 
 
+def _int8_qk_online_softmax(
+    q_q: torch.Tensor,
+    scale_q: torch.Tensor,
+    qk_modes: ModeMap,
+    kt: torch.Tensor,
+    vt: torch.Tensor,
+    scale: float,
+    attn_mask: torch.Tensor | None,
+    max_block_elems: int = 1 << 21,
+) -> torch.Tensor:
+    """softmax(int8-path q.k^T * scale + mask) . v, one key block at a time (online softmax).
+
+    The score matrix is never materialised: each block of exact int8-path scores
+    updates a running row max, row sum and output, as in flash attention.
+    """
+    lead = tuple(q_q.shape[:-2])
+    Sq = q_q.shape[-2]
+    acc_dtype = torch.float64 if int8_acc_dtype(qk_modes.groups) == torch.float64 else torch.float32
+    m = torch.full((*lead, Sq, 1), float("-inf"), dtype=acc_dtype)
+    l = torch.zeros((*lead, Sq, 1), dtype=acc_dtype)  # noqa: E741
+    out = torch.zeros((*lead, Sq, vt.shape[-1]), dtype=acc_dtype)
+    for cols, s in int8_matmul_blocks(
+        q_q, scale_q, qk_modes, kt.transpose(-1, -2), max_block_elems=max_block_elems
+    ):
+        s = s.to(acc_dtype) * scale
+        if attn_mask is not None:
+            mk = attn_mask[..., cols] if attn_mask.shape[-1] > 1 else attn_mask
+            s = s.masked_fill(~mk, float("-inf")) if mk.dtype == torch.bool else s + mk.to(acc_dtype)
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+        p = torch.exp(s - m_safe)
+        corr = torch.exp(m - m_safe)
+        l = l * corr + p.sum(-1, keepdim=True)  # noqa: E741
+        out = out * corr + torch.matmul(p, vt[..., cols, :].to(acc_dtype))
+        m = m_new
+    return out / l
+
+
 def reuse_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -137,7 +177,10 @@ def reuse_attention(
     qk_modes = decide(q_q, grid, groups, config)
     qk_ops = qk_modes.op_counts(Sk)
 
-    if exact_int8:
+    probs = None
+    if exact_int8 and pv_config is None:
+        out = _int8_qk_online_softmax(q_q, scale_q, qk_modes, kt, vt, scale, attn_mask).to(q.dtype)
+    elif exact_int8:
         scores = int8_matmul_from_map(q_q, scale_q, qk_modes, kt.transpose(-1, -2)).to(q.dtype)
         probs = _scores_to_probs(scores, scale, attn_mask)
         del scores
@@ -145,15 +188,12 @@ def reuse_attention(
         q_eff = effective_operand(qt, qk_modes)
         if pv_config is None:
             out = F.scaled_dot_product_attention(q_eff, kt, vt, attn_mask=attn_mask, scale=scale)
-            probs = None
         else:
             probs = _scores_to_probs(torch.matmul(q_eff, kt.transpose(-1, -2)), scale, attn_mask)
 
     pv_modes = None
     pv_head = None
     if pv_config is None:
-        if probs is not None:
-            out = torch.matmul(probs, vt)
         n = B * H * Sq * Sk * Dv
         pv_ops = OpCounts(("pv",), (n,), (0,), (0,), config.low_bits)
     else:

@@ -25,6 +25,7 @@ Both paths quantise ``A`` (per the config's granularity), decide a mode map on
 from __future__ import annotations
 
 import math
+from typing import Iterator
 
 import torch
 
@@ -87,19 +88,40 @@ class _LiteralGroupPlan:
             X[p] = torch.where(full, zero, torch.where(partial, d, lines[p]))
             eff = torch.where(full, eff, lines[p])
         self.X = X.to(acc)
-        self.full = m == _FULL
-        self.partial = m == _PARTIAL
+        self.keep = (m != 0).to(acc)  # 1 where the row builds on its reference's result
+
+    def accumulate(self, out: torch.Tensor, Bg: torch.Tensor, scale: torch.Tensor | float = 1.0) -> None:
+        """``out += C_g * scale`` for ``Bg`` ``(..., K_g, n)``; ``out`` ``(*lead, S, n)`` contiguous.
+
+        ``C_g`` is built line by line: position 0 computes, then for every later
+        position ``C_g[p] = X[p] . Bg + keep[p] * C_g[p-1]`` with ``keep = 0`` for
+        COMPUTE rows and ``1`` for PARTIAL (``X = d``: the low-bit correction onto the
+        neighbour's result) and FULL rows (``X = 0``: the neighbour's result as is).
+        All values are integers held exactly in ``acc``.
+        """
+        grid = self.grid
+        C = torch.matmul(self.X, Bg)  # (L, *lead, nl, n): 8x8 for COMPUTE rows, low-bit for PARTIAL
+        for p in range(1, C.shape[0]):
+            C[p].addcmul_(self.keep[p], C[p - 1])
+        lead = tuple(out.shape[:-2])
+        n = out.shape[-1]
+        others = [s for d, s in enumerate(grid.shape) if d != self.axis.dim]
+        # the output's grid rows viewed in line layout (no copy): (L, *lead, a, b, n)
+        out_lines = out[..., grid.grid_slice, :].view(*lead, *grid.shape, n).movedim(len(lead) + self.axis.dim, 0)
+        scale = torch.as_tensor(scale, dtype=out.dtype)
+        s_lines = scale.unsqueeze(-2) if scale.dim() >= 2 else scale  # (..., 1, 1, n) against (..., a, b, n)
+        out_lines.add_(C.reshape(C.shape[0], *lead, *others, n) * s_lines)
+        if grid.prefix:
+            out[..., : grid.prefix, :].add_(torch.matmul(self.head, Bg) * scale)
+        if grid.suffix:
+            out[..., grid.prefix + grid.n_grid :, :].add_(torch.matmul(self.tail, Bg) * scale)
 
     def products(self, Bg: torch.Tensor) -> torch.Tensor:
         """``C_g`` ``(*lead, S, n)`` for ``Bg`` ``(..., K_g, n)`` (integer values in ``acc``)."""
-        prod = torch.matmul(self.X, Bg)  # (L, *lead, nl, n): 8x8 for COMPUTE rows, low-bit for PARTIAL
-        C = torch.empty_like(prod)
-        C[0] = prod[0]
-        for p in range(1, prod.shape[0]):
-            prev = C[p - 1]
-            C[p] = torch.where(self.full[p], prev, torch.where(self.partial[p], prev + prod[p], prod[p]))
-        parts = [torch.matmul(self.head, Bg), self.grid.from_lines(C, self.axis), torch.matmul(self.tail, Bg)]
-        return torch.cat(parts, dim=-2)
+        lead = tuple(self.X.shape[1:-2])
+        out = torch.zeros(*lead, self.grid.seq_len, Bg.shape[-1], dtype=self.acc)
+        self.accumulate(out, Bg)
+        return out
 
 
 def int8_group_products(
@@ -153,7 +175,7 @@ def _check_operands(A: torch.Tensor, B: torch.Tensor, grid: TokenGrid, groups: C
         ) from None
 
 
-def int8_matmul_from_map(
+def int8_matmul_blocks(
     A_q: torch.Tensor,
     scale_a: torch.Tensor,
     mode_map: ModeMap,
@@ -161,14 +183,16 @@ def int8_matmul_from_map(
     *,
     b_granularity: str = "column",
     verify: bool = False,
-    max_block_elems: int = 1 << 24,
-) -> torch.Tensor:
-    """The int8 path for an already quantised and decided ``A``: float32/64 ``(..., S, N)``.
+    max_block_elems: int = 1 << 21,
+) -> Iterator[tuple[slice, torch.Tensor]]:
+    """The int8 path one column block at a time: yields ``(cols, C[..., cols])``.
 
-    ``B`` (float, ``(..., K, N)``) is quantised here.  Columns are processed in blocks
-    of at most ``max_block_elems`` output elements (the array's column tiling).
-    ``verify=True`` also computes the effective-operand form of every block and
-    raises ``AssertionError`` if it differs from the literal form.
+    ``A_q``/``scale_a`` from :func:`quantize`, ``mode_map`` decided on ``A_q``; ``B``
+    (float, ``(..., K, N)``) is quantised here per ``b_granularity``.  A block holds at
+    most ``max_block_elems`` output elements (the array's column tiling), dequantised,
+    in :func:`int8_acc_dtype`.  ``verify=True`` also computes every block in the
+    effective-operand form and raises ``AssertionError`` if it differs from the
+    literal form.
     """
     groups = mode_map.groups
     B_q, scale_b = quantize_columns(B, b_granularity)
@@ -179,23 +203,40 @@ def int8_matmul_from_map(
     S, N = A_q.shape[-2], B.shape[-1]
     rows = max(1, math.prod(lead) * S)
     block = max(1, min(N, max_block_elems // rows))
-    C = torch.empty(*lead, S, N, dtype=acc)
     for c0 in range(0, N, block):
         cols = slice(c0, min(N, c0 + block))
-        sb = scale_b[..., cols] if scale_b.shape[-1] > 1 else scale_b
-        prods = []
+        sb = (scale_b[..., cols] if scale_b.shape[-1] > 1 else scale_b).to(acc)
+        out = torch.zeros(*lead, S, cols.stop - cols.start, dtype=acc)
         for g, (plan, sl) in enumerate(zip(plans, groups.slices)):
             Bg = B_q[..., sl, cols].to(acc)
-            Cg = plan.products(Bg)
+            plan.accumulate(out, Bg, group_scale(scale_a, groups, g).to(acc) * sb)
             if A_eff is not None:
-                Ce = torch.matmul(A_eff[..., sl].to(acc), Bg)
+                Cg, Ce = plan.products(Bg), torch.matmul(A_eff[..., sl].to(acc), Bg)
                 if not torch.equal(Cg, Ce):
                     raise AssertionError(
                         f"int8 literal form differs from the effective-operand form in group {groups.names[g]!r} "
                         f"(max |diff| {float((Cg - Ce).abs().max())})"
                     )
-            prods.append(Cg)
-        C[..., cols] = dequantize_group_products(prods, scale_a, sb, groups)
+        yield cols, out
+
+
+def int8_matmul_from_map(
+    A_q: torch.Tensor,
+    scale_a: torch.Tensor,
+    mode_map: ModeMap,
+    B: torch.Tensor,
+    *,
+    b_granularity: str = "column",
+    verify: bool = False,
+    max_block_elems: int = 1 << 21,
+) -> torch.Tensor:
+    """The whole int8-path product ``(..., S, N)`` (see :func:`int8_matmul_blocks`)."""
+    lead = tuple(A_q.shape[:-2])
+    C = torch.empty(*lead, A_q.shape[-2], B.shape[-1], dtype=int8_acc_dtype(mode_map.groups))
+    for cols, block in int8_matmul_blocks(
+        A_q, scale_a, mode_map, B, b_granularity=b_granularity, verify=verify, max_block_elems=max_block_elems
+    ):
+        C[..., cols] = block
     return C
 
 
