@@ -10,3 +10,22 @@ Parts (one sub-package each):
 """
 
 __version__ = "0.1.0"
+
+#: top-level names loaded on first use (``import kaleido`` stays light: no torch/diffusers)
+_LAZY = {
+    "apply": "kaleido.integrations.apply",
+    "remove": "kaleido.integrations.apply",
+    "get_trace": "kaleido.integrations.apply",
+    "reset": "kaleido.integrations.apply",
+    "set_num_steps": "kaleido.integrations.apply",
+    "KaleidoConfig": "kaleido.integrations.config",
+    "ReuseTrace": "kaleido.integrations.trace",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kaleido' has no attribute {name!r}")

@@ -1,0 +1,154 @@
+"""Kaleido for ``CogVideoXTransformer3DModel`` (CogVideoX 2B/5B and 1.5).
+
+Facts read from the model object:
+
+* token grid: ``hidden_states`` ``(B, F, C, H, W)`` (frames before channels),
+  ``config.patch_size`` and ``config.patch_size_t`` (``None`` = 1, CogVideoX 1.0);
+* RoPE: ``config.use_rotary_positional_embeddings`` (5B: yes, 2B: no).  The pipeline
+  builds the embedding with diffusers' ``get_3d_rotary_pos_embed(attention_head_dim)``,
+  whose blocks are ``[t | h | w]`` of ``D/4, 3D/8, 3D/8`` channels (16/24/24 for
+  ``D = 64``); that rule is applied to the model's ``attention_head_dim``.  Without RoPE
+  (2B: absolute sin-cos embeddings) ``self_qk`` uses chunk groups;
+* joint sequences are ``[text; video]``: text tokens come first (``prefix``) and always
+  compute.  ``attn1.to_q/k/v``, ``to_out.0`` and ``ff`` run on the joint sequence.
+
+The pipeline batches classifier-free guidance (``cache_context("cond_uncond")``, batch
+``2B``); decisions and quantisation scales are per batch element, so each half is
+computed as it would be alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .processors import KaleidoProcessorBase, reuse_attend
+from .registry import AttentionSite, LinearSite, ModelAdapter, register_adapter
+
+
+class KaleidoCogVideoXAttnProcessor(KaleidoProcessorBase):
+    """``CogVideoXAttnProcessor2_0`` with the attention kernel replaced by :func:`reuse_attend`."""
+
+    def __call__(
+        self,
+        attn: torch.nn.Module,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        image_rotary_emb: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        from diffusers.models.embeddings import apply_rotary_emb
+
+        text_seq_length = encoder_hidden_states.size(1)
+        hidden_states = torch.cat([encoder_hidden_states, hidden_states], dim=1)
+        batch_size, sequence_length, _ = hidden_states.shape
+
+        if attention_mask is not None:
+            attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length, batch_size)
+            attention_mask = attention_mask.view(batch_size, attn.heads, -1, attention_mask.shape[-1])
+
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(hidden_states)
+        value = attn.to_v(hidden_states)
+
+        inner_dim = key.shape[-1]
+        head_dim = inner_dim // attn.heads
+
+        query = query.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+        key = key.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+        value = value.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+
+        if attn.norm_q is not None:
+            query = attn.norm_q(query)
+        if attn.norm_k is not None:
+            key = attn.norm_k(key)
+
+        if image_rotary_emb is not None:
+            query[:, :, text_seq_length:] = apply_rotary_emb(query[:, :, text_seq_length:], image_rotary_emb)
+            if not attn.is_cross_attention:
+                key[:, :, text_seq_length:] = apply_rotary_emb(key[:, :, text_seq_length:], image_rotary_emb)
+
+        def dense(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            out = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
+            )
+            return out.transpose(1, 2)
+
+        # (B, H, S, D) -> (B, S, H, D) for the reuse core, and back
+        out = reuse_attend(self, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), dense,
+                           attn_mask=attention_mask)
+        hidden_states = out.reshape(batch_size, -1, attn.heads * head_dim)
+
+        hidden_states = attn.to_out[0](hidden_states)
+        hidden_states = attn.to_out[1](hidden_states)
+
+        encoder_hidden_states, hidden_states = hidden_states.split(
+            [text_seq_length, hidden_states.size(1) - text_seq_length], dim=1
+        )
+        return hidden_states, encoder_hidden_states
+
+
+@register_adapter
+class CogVideoXAdapter(ModelAdapter):
+    model_classes = ("CogVideoXTransformer3DModel",)
+    text_position = "prefix"
+    stock_processors = ("CogVideoXAttnProcessor2_0",)
+
+    def rope_split(self, model: torch.nn.Module) -> tuple[int, int, int] | None:
+        if not model.config.use_rotary_positional_embeddings:
+            return None
+        d = int(model.config.attention_head_dim)
+        return d // 4, d // 8 * 3, d // 8 * 3
+
+    def patch_sizes(self, model: torch.nn.Module) -> tuple[int, int, int]:
+        p = int(model.config.patch_size)
+        pt = model.config.patch_size_t
+        return (1 if pt is None else int(pt)), p, p
+
+    def latent_thw(self, hidden_states: torch.Tensor) -> tuple[int, int, int]:
+        return int(hidden_states.shape[1]), int(hidden_states.shape[3]), int(hidden_states.shape[4])
+
+    def num_layers(self, model: torch.nn.Module) -> int:
+        return len(model.transformer_blocks)
+
+    def check_model(self, model: torch.nn.Module) -> None:
+        split = self.rope_split(model)
+        if split is not None and sum(split) != self.head_dim(model):
+            raise ValueError(
+                f"Kaleido: CogVideoX attention_head_dim {self.head_dim(model)} is not a multiple of 8, so its 3D RoPE "
+                f"blocks {split} do not cover the head; RoPE groups cannot be formed"
+            )
+
+    def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
+        return [
+            AttentionSite(f"transformer_blocks.{i}.attn1", b.attn1, i, "self", KaleidoCogVideoXAttnProcessor)
+            for i, b in enumerate(model.transformer_blocks)
+        ]
+
+    def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
+        sites = []
+        for i, b in enumerate(model.transformer_blocks):
+            p = f"transformer_blocks.{i}"
+            sites += [
+                LinearSite(f"{p}.attn1.to_q", b.attn1.to_q, i, "proj_q"),
+                LinearSite(f"{p}.attn1.to_k", b.attn1.to_k, i, "proj_k"),
+                LinearSite(f"{p}.attn1.to_v", b.attn1.to_v, i, "proj_v"),
+                LinearSite(f"{p}.attn1.to_out.0", b.attn1.to_out[0], i, "proj_out"),
+                LinearSite(f"{p}.ff.net.0.proj", b.ff.net[0].proj, i, "ffn_in"),
+                LinearSite(f"{p}.ff.net.2", b.ff.net[2], i, "ffn_out"),
+            ]
+        return sites
+
+    def layer_of(self, model: torch.nn.Module, name: str) -> int:
+        parts = name.split(".")
+        if len(parts) > 1 and parts[0] == "transformer_blocks" and parts[1].isdigit():
+            return int(parts[1])
+        return -1
+
+    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+        d = super().describe(model)
+        d["heads"] = int(model.config.num_attention_heads)
+        return d

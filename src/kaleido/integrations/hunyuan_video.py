@@ -1,0 +1,194 @@
+"""Kaleido for ``HunyuanVideoTransformer3DModel`` (dual- and single-stream blocks).
+
+Facts read from the model object:
+
+* token grid: ``hidden_states`` ``(B, C, F, H, W)``, ``config.patch_size_t`` and
+  ``config.patch_size``; video tokens in raster order;
+* RoPE: ``model.rope.rope_dim`` (``(16, 56, 56)`` for the released model), contiguous
+  ``[t | h | w]`` per head, applied to the video tokens only;
+* joint sequences are ``[video; text]``: text tokens sit after the grid (``suffix``)
+  and always compute; the attention mask over padded text is passed through.
+
+Dual-stream blocks (``transformer_blocks[i]``, layer ``i``): video-side ``to_q/k/v``,
+``to_out.0`` and ``ff`` reuse; text-side ``add_*_proj``, ``to_add_out`` and
+``ff_context`` are dense.  Single-stream blocks (``single_transformer_blocks[j]``,
+layer ``n_dual + j``) run ``to_q/k/v`` and ``proj_mlp`` on the joint sequence and fuse
+the attention output projection with the MLP's down projection:
+``proj_out(cat[attn, gelu(proj_mlp(x))])``.  Kaleido reuses that fused GEMM's input as
+one op, ``fused_out`` (``C_in = hidden + mlp_dim``, chunk groups that do not straddle the
+attention/MLP boundary when the chunk size divides ``hidden``), under the ``ffn`` switch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .processors import KaleidoProcessorBase, reuse_attend
+from .registry import AttentionSite, LinearSite, ModelAdapter, register_adapter
+
+
+class KaleidoHunyuanVideoAttnProcessor(KaleidoProcessorBase):
+    """``HunyuanVideoAttnProcessor2_0`` with the attention kernel replaced by :func:`reuse_attend`."""
+
+    def __call__(
+        self,
+        attn: torch.nn.Module,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        image_rotary_emb: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+        from diffusers.models.embeddings import apply_rotary_emb
+
+        joint_input = attn.add_q_proj is None and encoder_hidden_states is not None
+        if joint_input:
+            hidden_states = torch.cat([hidden_states, encoder_hidden_states], dim=1)
+
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(hidden_states)
+        value = attn.to_v(hidden_states)
+
+        query = query.unflatten(2, (attn.heads, -1))
+        key = key.unflatten(2, (attn.heads, -1))
+        value = value.unflatten(2, (attn.heads, -1))
+
+        if attn.norm_q is not None:
+            query = attn.norm_q(query)
+        if attn.norm_k is not None:
+            key = attn.norm_k(key)
+
+        if image_rotary_emb is not None:
+            if joint_input:
+                n_text = encoder_hidden_states.shape[1]
+                query = torch.cat(
+                    [apply_rotary_emb(query[:, :-n_text], image_rotary_emb, sequence_dim=1), query[:, -n_text:]], dim=1
+                )
+                key = torch.cat(
+                    [apply_rotary_emb(key[:, :-n_text], image_rotary_emb, sequence_dim=1), key[:, -n_text:]], dim=1
+                )
+            else:
+                query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
+                key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
+
+        if attn.add_q_proj is not None and encoder_hidden_states is not None:
+            encoder_query = attn.add_q_proj(encoder_hidden_states)
+            encoder_key = attn.add_k_proj(encoder_hidden_states)
+            encoder_value = attn.add_v_proj(encoder_hidden_states)
+
+            encoder_query = encoder_query.unflatten(2, (attn.heads, -1))
+            encoder_key = encoder_key.unflatten(2, (attn.heads, -1))
+            encoder_value = encoder_value.unflatten(2, (attn.heads, -1))
+
+            if attn.norm_added_q is not None:
+                encoder_query = attn.norm_added_q(encoder_query)
+            if attn.norm_added_k is not None:
+                encoder_key = attn.norm_added_k(encoder_key)
+
+            query = torch.cat([query, encoder_query], dim=1)
+            key = torch.cat([key, encoder_key], dim=1)
+            value = torch.cat([value, encoder_value], dim=1)
+
+        def dense(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return dispatch_attention_fn(
+                q, k, v, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
+                backend=self._attention_backend, parallel_config=self._parallel_config,
+            )
+
+        hidden_states = reuse_attend(self, query, key, value, dense, attn_mask=attention_mask)
+        hidden_states = hidden_states.flatten(2, 3)
+        hidden_states = hidden_states.to(query.dtype)
+
+        if encoder_hidden_states is not None:
+            n_text = encoder_hidden_states.shape[1]
+            hidden_states, encoder_hidden_states = hidden_states[:, :-n_text], hidden_states[:, -n_text:]
+            if getattr(attn, "to_out", None) is not None:
+                hidden_states = attn.to_out[0](hidden_states)
+                hidden_states = attn.to_out[1](hidden_states)
+            if getattr(attn, "to_add_out", None) is not None:
+                encoder_hidden_states = attn.to_add_out(encoder_hidden_states)
+
+        return hidden_states, encoder_hidden_states
+
+
+@register_adapter
+class HunyuanVideoAdapter(ModelAdapter):
+    model_classes = ("HunyuanVideoTransformer3DModel",)
+    text_position = "suffix"
+    stock_processors = ("HunyuanVideoAttnProcessor2_0",)
+
+    def rope_split(self, model: torch.nn.Module) -> tuple[int, int, int]:
+        t, h, w = (int(x) for x in model.rope.rope_dim)
+        return t, h, w
+
+    def patch_sizes(self, model: torch.nn.Module) -> tuple[int, int, int]:
+        p = int(model.config.patch_size)
+        return int(model.config.patch_size_t), p, p
+
+    def _n_dual(self, model: torch.nn.Module) -> int:
+        return len(model.transformer_blocks)
+
+    def num_layers(self, model: torch.nn.Module) -> int:
+        return len(model.transformer_blocks) + len(model.single_transformer_blocks)
+
+    def check_model(self, model: torch.nn.Module) -> None:
+        t, h, w = self.rope_split(model)
+        if t + h + w != self.head_dim(model):
+            raise ValueError(
+                f"Kaleido: HunyuanVideo rope_axes_dim {(t, h, w)} sums to {t + h + w}, not the head dim "
+                f"{self.head_dim(model)}; RoPE groups must cover each head"
+            )
+
+    def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
+        n = self._n_dual(model)
+        sites = [
+            AttentionSite(f"transformer_blocks.{i}.attn", b.attn, i, "self", KaleidoHunyuanVideoAttnProcessor)
+            for i, b in enumerate(model.transformer_blocks)
+        ]
+        sites += [
+            AttentionSite(f"single_transformer_blocks.{j}.attn", b.attn, n + j, "self", KaleidoHunyuanVideoAttnProcessor)
+            for j, b in enumerate(model.single_transformer_blocks)
+        ]
+        return sites
+
+    def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
+        n = self._n_dual(model)
+        sites = []
+        for i, b in enumerate(model.transformer_blocks):
+            p = f"transformer_blocks.{i}"
+            sites += [
+                LinearSite(f"{p}.attn.to_q", b.attn.to_q, i, "proj_q"),
+                LinearSite(f"{p}.attn.to_k", b.attn.to_k, i, "proj_k"),
+                LinearSite(f"{p}.attn.to_v", b.attn.to_v, i, "proj_v"),
+                LinearSite(f"{p}.attn.to_out.0", b.attn.to_out[0], i, "proj_out"),
+                LinearSite(f"{p}.ff.net.0.proj", b.ff.net[0].proj, i, "ffn_in"),
+                LinearSite(f"{p}.ff.net.2", b.ff.net[2], i, "ffn_out"),
+            ]
+        for j, b in enumerate(model.single_transformer_blocks):
+            p, layer = f"single_transformer_blocks.{j}", n + j
+            sites += [
+                LinearSite(f"{p}.attn.to_q", b.attn.to_q, layer, "proj_q"),
+                LinearSite(f"{p}.attn.to_k", b.attn.to_k, layer, "proj_k"),
+                LinearSite(f"{p}.attn.to_v", b.attn.to_v, layer, "proj_v"),
+                LinearSite(f"{p}.proj_mlp", b.proj_mlp, layer, "ffn_in"),
+                LinearSite(f"{p}.proj_out", b.proj_out, layer, "fused_out"),
+            ]
+        return sites
+
+    def layer_of(self, model: torch.nn.Module, name: str) -> int:
+        parts = name.split(".")
+        if len(parts) > 1 and parts[1].isdigit():
+            if parts[0] == "transformer_blocks":
+                return int(parts[1])
+            if parts[0] == "single_transformer_blocks":
+                return self._n_dual(model) + int(parts[1])
+        return -1
+
+    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+        d = super().describe(model)
+        d["heads"] = int(model.config.num_attention_heads)
+        d["dual_stream_layers"] = self._n_dual(model)
+        d["single_stream_layers"] = len(model.single_transformer_blocks)
+        return d

@@ -1,0 +1,82 @@
+"""Activation reuse on linear layers (q/k/v/out projections, feed-forward), as diffusers hooks.
+
+Each patched ``nn.Linear`` gets a :class:`LinearReuseHook` registered in its diffusers
+``HookRegistry`` under :data:`LINEAR_HOOK`; its ``new_forward`` computes
+``y = x W^T + b`` with :func:`kaleido.reuse.reuse_linear` (rows = the tokens of ``x``
+``(B, S, C_in)``, chunk groups over ``C_in``) or densely through the original forward
+when the op is off at this layer and step.  Every other linear/conv layer of the
+transformer gets a plain forward hook that only counts its dense MACs
+(:class:`DenseCounter`), so traces cover the whole transformer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from diffusers.hooks import ModelHook
+
+from kaleido.reuse import reuse_linear
+
+from .config import OP_SWITCH_OF
+from .state import KaleidoRuntime
+
+#: name of Kaleido's hook in each patched linear layer's diffusers HookRegistry
+LINEAR_HOOK = "kaleido_linear_reuse"
+
+
+class LinearReuseHook(ModelHook):
+    """Replaces an ``nn.Linear``'s forward by reuse on its input activations."""
+
+    _is_stateful = False
+
+    def __init__(self, runtime: KaleidoRuntime, name: str, layer: int, op: str):
+        super().__init__()
+        self.runtime = runtime
+        self.name = name
+        self.layer = layer
+        self.op = op
+        self.switch = OP_SWITCH_OF[op]
+
+    def new_forward(self, module: torch.nn.Linear, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        rt = self.runtime
+        if x.dim() < 3:
+            raise ValueError(f"Kaleido: linear {self.name} expects (B, S, C_in) activations, got {tuple(x.shape)}")
+        S, c_in = x.shape[-2], x.shape[-1]
+        grid = rt.grid_for(S, f"linear {self.name}")
+        groups = rt.groups(self.switch, self.layer, c_in)
+        cfg = rt.plan(self.switch, self.layer)
+        batch = math.prod(x.shape[:-2])
+        if cfg is None:
+            y = self.fn_ref.original_forward(x, *args, **kwargs)
+            rt.record_dense(layer=self.layer, op=self.op, module=self.name, batch=batch, heads=1, rows=S,
+                            dim=c_in, n_cols=module.out_features, grid=grid, groups=groups,
+                            low_bits=rt.low_bits(self.switch, self.layer))
+            return y
+        y, mode_map, _ = reuse_linear(x, module.weight, module.bias, grid, groups, cfg)
+        rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
+                        n_cols=module.out_features, heads=1)
+        return y.to(x.dtype)
+
+    def __repr__(self) -> str:
+        return f"LinearReuseHook({self.name!r}, layer={self.layer}, op={self.op!r})"
+
+
+class DenseCounter:
+    """Forward hook counting the dense MACs of a linear or conv layer Kaleido leaves alone."""
+
+    def __init__(self, runtime: KaleidoRuntime, name: str, layer: int):
+        self.runtime = runtime
+        self.name = name
+        self.layer = layer
+
+    def __call__(self, module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        if self.runtime.call is None or not isinstance(output, torch.Tensor):
+            return
+        if isinstance(module, torch.nn.Linear):
+            rows = output.numel() // max(1, module.out_features)
+            self.runtime.record_other_dense(self.name, self.layer, rows, module.in_features, module.out_features)
+        elif isinstance(module, torch.nn.modules.conv._ConvNd):
+            k = module.in_channels // module.groups * math.prod(module.kernel_size)
+            rows = output.numel() // max(1, module.out_channels)
+            self.runtime.record_other_dense(self.name, self.layer, rows, k, module.out_channels)

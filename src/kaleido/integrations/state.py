@@ -1,0 +1,289 @@
+"""Per-model runtime state of Kaleido: grid, step, context, and the trace being recorded.
+
+One :class:`KaleidoRuntime` lives on each patched transformer (``apply`` creates it,
+``remove`` drops it); nothing is global.  The transformer's pre-hook
+(:mod:`kaleido.integrations.grid`) calls :meth:`KaleidoRuntime.begin_call` before every
+forward; processors and linear hooks ask it for the token grid, the effective
+config of their op at the current step and layer, and record into it.
+
+Steps and generations
+---------------------
+* The step index is the cache context's ``step_index`` when the pipeline passes one
+  (Wan's pipeline does: ``cache_context("cond", step_index=i, num_inference_steps=n)``),
+  otherwise the number of earlier transformer calls in the same context (``"cond"``,
+  ``"uncond"``, ``"cond_uncond"``, or ``"default"`` outside any context).
+* A generation ends when diffusers resets stateful hooks (every pipeline does at the end
+  of ``__call__`` through ``maybe_free_model_hooks``), on :func:`kaleido.reset`, or when
+  a call starts over (its step index or timestep goes back up).  The finished
+  generation's records become :attr:`KaleidoRuntime.last_trace`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kaleido.reuse.config import ReuseConfig
+from kaleido.reuse.grid import TokenGrid
+from kaleido.reuse.groups import ChannelGroups
+from kaleido.reuse.modes import ModeMap
+
+from .config import OP_SWITCH_OF, KaleidoConfig
+from .trace import DENSE_OP, ReuseTrace, TraceRecord, counts_from_modes, dense_counts
+
+if TYPE_CHECKING:
+    from .registry import ModelAdapter
+
+
+@dataclass
+class CallInfo:
+    """The transformer call in progress."""
+
+    grid: TokenGrid
+    context: str
+    step: int
+    num_steps: int | None
+    timestep: float | None
+
+
+class KaleidoRuntime:
+    """State shared by the hooks and processors of one patched transformer."""
+
+    def __init__(self, model: torch.nn.Module, adapter: "ModelAdapter", config: KaleidoConfig, meta: dict[str, Any]):
+        self.config = config
+        self.adapter = adapter
+        self.meta = meta
+        self.rope_split = adapter.rope_split(model)
+        self.head_dim = adapter.head_dim(model)
+        self.text_position = adapter.text_position
+        self.num_steps_override: int | None = None
+        self.call: CallInfo | None = None
+        self.last_trace: ReuseTrace | None = None
+        self.dtype = str(next(model.parameters()).dtype).replace("torch.", "")
+        self._records: list[TraceRecord] = []
+        self._calls: dict[str, int] = {}
+        self._last_step: dict[str, int] = {}
+        self._last_t: dict[str, float] = {}
+        self._plans: dict[tuple, ReuseConfig | None] = {}
+        self._groups: dict[tuple, ChannelGroups] = {}
+        self._grids: dict[int, TokenGrid] = {}
+        self.wall_s = 0.0
+        self._t0 = 0.0
+
+    # -- calls and generations ---------------------------------------------------------
+    def begin_call(
+        self, grid: TokenGrid, context: str, step_index: int | None, num_steps: int | None, timestep: float | None
+    ) -> None:
+        if step_index is not None:
+            if step_index < self._last_step.get(context, -1):
+                self.finish_generation()
+            step = int(step_index)
+        else:
+            last_t = self._last_t.get(context)
+            if timestep is not None and last_t is not None and timestep > last_t + 1e-6:
+                self.finish_generation()
+            step = self._calls.get(context, 0)
+        if num_steps is None:
+            num_steps = self.num_steps_override
+        self.call = CallInfo(grid, context, step, num_steps, timestep)
+        self._grids = {}
+        self._t0 = time.perf_counter()
+
+    def end_call(self) -> None:
+        c = self.call
+        if c is None:
+            return
+        self._calls[c.context] = c.step + 1
+        self._last_step[c.context] = c.step
+        if c.timestep is not None:
+            self._last_t[c.context] = c.timestep
+        self.wall_s += time.perf_counter() - self._t0
+        self.call = None
+
+    def finish_generation(self) -> ReuseTrace | None:
+        """Close the generation being recorded; its trace becomes :attr:`last_trace`."""
+        if self._records:
+            self.last_trace = self.build_trace(self._records)
+        self._records = []
+        self._calls.clear()
+        self._last_step.clear()
+        self._last_t.clear()
+        self.call = None
+        self.wall_s = 0.0
+        return self.last_trace
+
+    def current_trace(self) -> ReuseTrace | None:
+        """The generation in progress if it recorded anything, else the last finished one."""
+        if self._records:
+            return self.build_trace(self._records)
+        return self.last_trace
+
+    def build_trace(self, records: list[TraceRecord]) -> ReuseTrace:
+        meta = dict(self.meta)
+        meta["kaleido_config"] = self.config.to_dict()
+        meta["dtype"] = self.dtype
+        grids = {r.grid.shape for r in records if r.grid is not None}
+        if len(grids) == 1:
+            T, H, W = next(iter(grids))
+            meta["grid"] = {"T": T, "H": H, "W": W}
+        meta["num_steps"] = max(r.step for r in records) + 1
+        meta["contexts_seen"] = sorted({r.context for r in records})
+        return ReuseTrace(list(records), meta)
+
+    # -- what an op should do now ------------------------------------------------------
+    def _require_call(self, where: str) -> CallInfo:
+        if self.call is None:
+            raise ValueError(
+                f"Kaleido: {where} ran outside a call of the patched transformer, so the token grid "
+                "cannot be derived; call the transformer itself (not one block) after kaleido.apply"
+            )
+        return self.call
+
+    def plan(self, switch: str, layer: int) -> ReuseConfig | None:
+        """The plain ReuseConfig of ``switch`` at ``layer`` and the current step, or ``None`` (dense)."""
+        c = self._require_call(f"op {switch!r} of layer {layer}")
+        key = (switch, layer, c.step, c.num_steps)
+        if key in self._plans:
+            return self._plans[key]
+        op = self.config.op_config(switch, layer)
+        plan: ReuseConfig | None = None
+        if op.enabled:
+            rc = self.config.reuse_config(switch, layer)
+            if rc.schedule and c.num_steps is None:
+                raise ValueError(
+                    "Kaleido: the config has a step schedule but the number of denoising steps is unknown "
+                    "(this pipeline does not pass num_inference_steps to cache_context); call "
+                    "kaleido.integrations.set_num_steps(transformer, n) before generating"
+                )
+            if c.step >= rc.dense_steps:
+                n = max(c.num_steps or 0, c.step + 1)
+                plan = rc.at_step(c.step, n)
+        self._plans[key] = plan
+        return plan
+
+    def low_bits(self, switch: str, layer: int) -> int:
+        return self.config.reuse_config(switch, layer).low_bits
+
+    def grid_for(self, seq_len: int, where: str) -> TokenGrid:
+        """The grid of a sequence of ``seq_len`` rows: video tokens plus text before/after them."""
+        c = self._require_call(where)
+        g = self._grids.get(seq_len)
+        if g is not None:
+            return g
+        base = c.grid
+        extra = seq_len - base.n_grid
+        if extra < 0 or (extra > 0 and self.text_position == "none"):
+            raise ValueError(
+                f"Kaleido: {where} sees {seq_len} tokens but the transformer input gives a "
+                f"{base.T}x{base.H}x{base.W} grid ({base.n_grid} video tokens)"
+                + ("" if self.text_position == "none" else f" plus text {self.text_position}")
+                + "; the token grid cannot be derived for this tensor"
+            )
+        if extra and self.text_position == "prefix":
+            g = TokenGrid(base.T, base.H, base.W, prefix=extra)
+        elif extra:
+            g = TokenGrid(base.T, base.H, base.W, suffix=extra)
+        else:
+            g = base
+        self._grids[seq_len] = g
+        return g
+
+    def groups(self, switch: str, layer: int, dim: int) -> ChannelGroups:
+        """Channel groups of ``dim`` channels for ``switch`` at ``layer`` (RoPE or chunks)."""
+        key = (switch, layer, dim)
+        g = self._groups.get(key)
+        if g is None:
+            g = self.make_groups(switch, layer, dim)
+            self._groups[key] = g
+        return g
+
+    def make_groups(self, switch: str, layer: int, dim: int) -> ChannelGroups:
+        op = self.config.op_config(switch, layer)
+        where = f"KaleidoConfig ops.{switch} (layer {layer})"
+        if switch == "self_qk" and op.groups == "rope" and self.rope_split is not None:
+            t, h, w = self.rope_split
+            if t + h + w != dim:
+                raise ValueError(f"{where}: RoPE split {self.rope_split} does not cover the head dim {dim}")
+            axes = op.axes
+            n = sum(1 for s in (t, h, w) if s > 0)
+            if axes is not None and len(axes) == 1:
+                axes = axes * 3
+            if axes is not None and len(axes) != 3:
+                raise ValueError(f"{where}: RoPE groups take 1 or 3 axes (t, h, w groups), got {list(axes)}")
+            g = ChannelGroups.from_rope(t, h, w, axes=axes)
+            assert len(g) == n
+            return g
+        chunk = min(op.chunk_size, dim)
+        n_chunks = -(-dim // chunk)
+        axes = op.axes if op.axes is not None else ("t",)
+        if len(axes) == 1:
+            axes = axes * n_chunks
+        if len(axes) != n_chunks:
+            raise ValueError(
+                f"{where}: {len(axes)} axes given for {n_chunks} chunk groups of {chunk} channels in {dim}; "
+                "give one axis, or one per chunk"
+            )
+        return ChannelGroups.from_chunks(dim, chunk, axes)
+
+    # -- recording ---------------------------------------------------------------------
+    def record_modes(self, *, layer: int, op: str, module: str, mode_map: ModeMap, n_cols: int, heads: int) -> None:
+        """Record a reuse GEMM from its mode map (``(B, H, S, G)`` or ``(B, S, G)``)."""
+        c = self.call
+        if c is None:
+            return
+        modes = mode_map.modes
+        if modes.dim() == 3:
+            modes = modes.unsqueeze(1)
+        counts, patterns = counts_from_modes(modes)
+        mm = None
+        if self.config.record_maps:
+            mm = ModeMap(modes.contiguous().clone(), mode_map.grid, mode_map.groups, mode_map.low_bits)
+        B, H, S, _ = modes.shape
+        self._records.append(
+            TraceRecord(c.step, c.context, layer, op, module, B, H, S, n_cols, mode_map.groups, mode_map.low_bits,
+                        mode_map.grid, True, counts, patterns, mm)
+        )
+
+    def record_dense(
+        self, *, layer: int, op: str, module: str, batch: int, heads: int, rows: int, dim: int, n_cols: int,
+        grid: TokenGrid | None = None, groups: ChannelGroups | None = None, low_bits: int = 4,
+    ) -> None:
+        """Record a GEMM computed densely (op disabled, warm-up step, or never reusable)."""
+        c = self.call
+        if c is None:
+            return
+        if groups is None:
+            groups = ChannelGroups((dim,), ("t",), ("all",))
+        counts, patterns = dense_counts(batch, heads, rows, len(groups))
+        self._records.append(
+            TraceRecord(c.step, c.context, layer, op, module, batch, heads, rows, n_cols, groups, low_bits,
+                        grid, False, counts, patterns, None)
+        )
+
+    def record_other_dense(self, module_name: str, layer: int, rows: int, k: int, n: int) -> None:
+        """A GEMM outside Kaleido's reach (text side, embeddings): ``rows x k`` times ``k x n``."""
+        if self.call is None or rows <= 0 or k <= 0 or n <= 0:
+            return
+        self.record_dense(layer=layer, op=DENSE_OP, module=module_name, batch=1, heads=1, rows=rows, dim=k, n_cols=n)
+
+
+def switch_of(op: str) -> str:
+    return OP_SWITCH_OF[op]
+
+
+def as_float(x: Any) -> float | None:
+    """A scalar timestep from a tensor/number (first element), or ``None``."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        if x.numel() == 0:
+            return None
+        return float(x.reshape(-1)[0].item())
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+

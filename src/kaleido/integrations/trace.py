@@ -1,0 +1,431 @@
+"""``ReuseTrace``: what Kaleido decided and skipped in one generation.
+
+One :class:`TraceRecord` per GEMM call: (denoising step, cache context, layer, op,
+module), the GEMM's shape, its channel groups, and per-head mode counts
+``head_counts[h, g, m]`` (rows of head ``h`` and group ``g`` in mode ``m``, summed
+over the batch).  Dense GEMMs that Kaleido does not touch (text-side projections,
+embeddings, warm-up steps, disabled ops) are recorded too, as all-COMPUTE, so
+whole-transformer MAC totals include them.  Optionally each record keeps its full
+:class:`~kaleido.reuse.ModeMap`.
+
+Saved as one safetensors file with the metadata as JSON in its header; the format
+is documented in ``docs/trace-format.md``.  :meth:`ReuseTrace.load` validates it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import torch
+
+from kaleido.reuse.groups import ChannelGroups
+from kaleido.reuse.grid import TokenGrid
+from kaleido.reuse.modes import MAX_PATTERN_GROUPS, Mode, ModeMap, ModeStats
+from kaleido.reuse.opcounts import OpCounts
+
+from .config import OP_SWITCH_OF
+
+TRACE_FORMAT = "kaleido-reuse-trace"
+TRACE_FORMAT_VERSION = 1
+#: Op name of GEMMs Kaleido never reuses (text tokens, embeddings, other linears).
+DENSE_OP = "dense"
+#: Columns of the ``records`` table, in order.
+RECORD_COLUMNS = (
+    "step", "context", "layer", "op", "module", "batch", "heads", "rows", "n_cols",
+    "layout", "grid", "enabled", "counts_offset", "patterns_offset", "map_offset",
+)
+
+
+@dataclass
+class TraceRecord:
+    """One GEMM call.
+
+    ``batch`` x ``heads`` matrices of ``rows`` x ``groups.dim`` times ``groups.dim`` x
+    ``n_cols``.  ``head_counts``: ``(heads, G, 3)`` int64 (COMPUTE, PARTIAL, FULL).
+    ``pattern_counts``: ``(3**G,)`` histogram of row mode strings, or ``None`` when
+    ``G > MAX_PATTERN_GROUPS``.  ``enabled``: reuse ran (``False``: computed densely).
+    ``layer`` is ``-1`` outside the transformer blocks.
+    """
+
+    step: int
+    context: str
+    layer: int
+    op: str
+    module: str
+    batch: int
+    heads: int
+    rows: int
+    n_cols: int
+    groups: ChannelGroups
+    low_bits: int
+    grid: TokenGrid | None
+    enabled: bool
+    head_counts: np.ndarray
+    pattern_counts: np.ndarray | None = None
+    mode_map: ModeMap | None = field(default=None, repr=False)
+
+    def stats(self) -> ModeStats:
+        """Mode counts summed over heads and batch."""
+        return ModeStats(self.groups.sizes, self.groups.names, self.low_bits, self.head_counts.sum(axis=0), self.pattern_counts)
+
+    def op_counts(self) -> OpCounts:
+        return self.stats().op_counts(self.n_cols)
+
+    @property
+    def dense_macs(self) -> int:
+        return self.batch * self.heads * self.rows * self.groups.dim * self.n_cols
+
+
+# -- building records -------------------------------------------------------------------
+def counts_from_modes(modes: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(H, G, 3)`` counts and the row-pattern histogram of a ``(B, H, S, G)`` mode tensor."""
+    if modes.dim() != 4:
+        raise ValueError(f"expected a (B, H, S, G) mode tensor, got shape {tuple(modes.shape)}")
+    H, G = modes.shape[1], modes.shape[-1]
+    m = modes.to(torch.int64)
+    idx = m + 3 * torch.arange(G).view(1, 1, 1, G) + 3 * G * torch.arange(H).view(1, H, 1, 1)
+    counts = torch.bincount(idx.reshape(-1), minlength=3 * G * H).view(H, G, 3)
+    patterns = None
+    if G <= MAX_PATTERN_GROUPS:
+        w = torch.tensor([3**g for g in range(G)], dtype=torch.int64)
+        patterns = torch.bincount((m * w).sum(-1).reshape(-1), minlength=3**G).numpy().astype(np.int64)
+    return counts.numpy().astype(np.int64), patterns
+
+
+def dense_counts(batch: int, heads: int, rows: int, n_groups: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Counts of an all-COMPUTE GEMM."""
+    c = np.zeros((heads, n_groups, 3), dtype=np.int64)
+    c[:, :, int(Mode.COMPUTE)] = batch * rows
+    p = None
+    if n_groups <= MAX_PATTERN_GROUPS:
+        p = np.zeros(3**n_groups, dtype=np.int64)
+        p[0] = batch * heads * rows
+    return c, p
+
+
+def _mode_fractions(c: np.ndarray) -> dict[str, float]:
+    tot = max(1, int(c.sum()))
+    return {
+        "compute": float(c[..., int(Mode.COMPUTE)].sum()) / tot,
+        "partial": float(c[..., int(Mode.PARTIAL)].sum()) / tot,
+        "full": float(c[..., int(Mode.FULL)].sum()) / tot,
+    }
+
+
+def _counts_summary(oc: OpCounts) -> dict[str, Any]:
+    d = oc.dense_macs
+    return {
+        "dense_macs": int(d),
+        "mac8": int(oc.total_mac8),
+        "mac_low": int(oc.total_mac_low),
+        "skipped_macs": int(oc.total_skipped),
+        "equiv8_macs": float(oc.equiv8_macs),
+        "equiv8_saved_macs": float(d - oc.equiv8_macs),
+        "saved_fraction": float(oc.saved_fraction),
+        "mac_fractions": {
+            "compute": oc.total_mac8 / d if d else 0.0,
+            "partial": oc.total_mac_low / d if d else 0.0,
+            "full": oc.total_skipped / d if d else 0.0,
+        },
+    }
+
+
+class ReuseTrace:
+    """The records of one generation plus metadata (model, config, grid, dtype)."""
+
+    def __init__(self, records: list[TraceRecord], meta: dict[str, Any]):
+        self.records = list(records)
+        self.meta = dict(meta)
+
+    # -- basic views ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[TraceRecord]:
+        return iter(self.records)
+
+    @property
+    def model_class(self) -> str:
+        return str(self.meta.get("model_class", ""))
+
+    @property
+    def steps(self) -> list[int]:
+        return sorted({r.step for r in self.records})
+
+    @property
+    def ops(self) -> list[str]:
+        return sorted({r.op for r in self.records})
+
+    def select(
+        self, *, step: int | None = None, layer: int | None = None, op: str | None = None, context: str | None = None
+    ) -> list[TraceRecord]:
+        return [
+            r
+            for r in self.records
+            if (step is None or r.step == step)
+            and (layer is None or r.layer == layer)
+            and (op is None or r.op == op)
+            and (context is None or r.context == context)
+        ]
+
+    def mode_maps(self) -> Iterator[tuple[TraceRecord, ModeMap]]:
+        """Records with their full mode maps (only those recorded with ``record_maps``)."""
+        for r in self.records:
+            if r.mode_map is not None:
+                yield r, r.mode_map
+
+    # -- aggregation ------------------------------------------------------------------
+    def op_kind_stats(self, include_dense: bool = False) -> dict[str, ModeStats]:
+        """Per op kind, the :class:`ModeStats` summed over steps, layers, contexts and heads.
+
+        Ops Kaleido can reuse only (``self_qk``, ``proj_q``, ...), disabled layers and
+        warm-up steps included as COMPUTE rows; ``include_dense`` adds :data:`DENSE_OP`
+        (not additive across its shapes: only when they share one layout).
+        Raises ``ValueError`` when one op kind mixes channel-group layouts.
+        """
+        out: dict[str, ModeStats] = {}
+        for r in self.records:
+            if r.op == DENSE_OP and not include_dense:
+                continue
+            s = r.stats()
+            if r.op in out:
+                prev = out[r.op]
+                if (prev.group_sizes, prev.low_bits) != (s.group_sizes, s.low_bits):
+                    raise ValueError(
+                        f"op {r.op!r} mixes channel-group layouts {prev.group_sizes}/low_bits {prev.low_bits} and "
+                        f"{s.group_sizes}/{s.low_bits} (layer {r.layer}); aggregate per layer with select(op=..., layer=...)"
+                    )
+                out[r.op] = prev + s
+            else:
+                out[r.op] = s
+        return out
+
+    def op_kind_counts(self) -> dict[str, OpCounts]:
+        """Per op kind (``dense`` included), MAC counts summed over the whole trace."""
+        out: dict[str, OpCounts] = {}
+        for r in self.records:
+            oc = r.op_counts().total()
+            out[r.op] = out[r.op] + oc if r.op in out else oc
+        return out
+
+    def total_counts(self) -> OpCounts:
+        """The whole transformer's MACs (every recorded GEMM, dense ones included)."""
+        total = None
+        for oc in self.op_kind_counts().values():
+            total = oc if total is None else total + oc
+        return total if total is not None else OpCounts.zeros(("total",), 4)
+
+    def summary(self) -> dict[str, Any]:
+        """Reuse statistics for reports: per op kind and for the whole transformer.
+
+        ``mode_fractions``: fraction of (row, group) decisions in each mode;
+        ``mac_fractions``: fraction of dense MACs done at 8x8, at low_bits x 8, skipped;
+        ``saved_fraction``: 8-bit-equivalent MACs saved against dense.
+        """
+        per_op: dict[str, Any] = {}
+        counts: dict[str, np.ndarray] = {}
+        for r in self.records:
+            c = r.head_counts.sum(axis=(0, 1))
+            counts[r.op] = counts[r.op] + c if r.op in counts else c
+        for op, oc in sorted(self.op_kind_counts().items()):
+            per_op[op] = {**_counts_summary(oc), "mode_fractions": _mode_fractions(counts[op])}
+            per_op[op]["switch"] = OP_SWITCH_OF.get(op, None)
+        reusable = [oc for op, oc in self.op_kind_counts().items() if op != DENSE_OP]
+        reuse_total = None
+        for oc in reusable:
+            reuse_total = oc if reuse_total is None else reuse_total + oc
+        return {
+            "per_op": per_op,
+            "reusable_ops": _counts_summary(reuse_total) if reuse_total is not None else None,
+            "whole_transformer": _counts_summary(self.total_counts()),
+            "records": len(self.records),
+            "steps": len(self.steps),
+        }
+
+    # -- serialisation ----------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write one ``.safetensors`` file (tables as tensors, metadata as JSON in the header)."""
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        contexts: list[str] = []
+        ops: list[str] = []
+        modules: list[str] = []
+        layouts: list[dict] = []
+        grids: list[dict | None] = []
+
+        def idx(table: list, value: Any) -> int:
+            if value not in table:
+                table.append(value)
+            return table.index(value)
+
+        rows, counts, patterns, maps = [], [], [], []
+        c_off = p_off = m_off = 0
+        for r in self.records:
+            layout = {"groups": r.groups.to_dict(), "low_bits": int(r.low_bits)}
+            hc = np.ascontiguousarray(r.head_counts, dtype=np.int64).reshape(-1)
+            p_here = -1
+            if r.pattern_counts is not None:
+                p_here = p_off
+                patterns.append(np.asarray(r.pattern_counts, dtype=np.int64))
+                p_off += len(r.pattern_counts)
+            m_here = -1
+            if r.mode_map is not None:
+                packed = r.mode_map.pack()
+                m_here = m_off
+                maps.append(packed)
+                m_off += packed.numel()
+            rows.append([
+                r.step, idx(contexts, r.context), r.layer, idx(ops, r.op), idx(modules, r.module), r.batch,
+                r.heads, r.rows, r.n_cols, idx(layouts, layout), idx(grids, None if r.grid is None else r.grid.to_dict()),
+                int(r.enabled), c_off, p_here, m_here,
+            ])
+            counts.append(hc)
+            c_off += hc.size
+        tensors = {
+            "records": torch.tensor(rows, dtype=torch.int64).reshape(-1, len(RECORD_COLUMNS)),
+            "head_counts": torch.from_numpy(np.concatenate(counts) if counts else np.zeros(0, np.int64)),
+            "pattern_counts": torch.from_numpy(np.concatenate(patterns) if patterns else np.zeros(0, np.int64)),
+            "mode_maps": torch.cat(maps) if maps else torch.zeros(0, dtype=torch.uint8),
+        }
+        meta = dict(self.meta)
+        meta.update({
+            "format": TRACE_FORMAT,
+            "format_version": TRACE_FORMAT_VERSION,
+            "record_columns": list(RECORD_COLUMNS),
+            "contexts": contexts,
+            "ops": ops,
+            "modules": modules,
+            "layouts": layouts,
+            "grids": grids,
+        })
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata={"kaleido_trace": json.dumps(meta)})
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, expected_model_class: str | None = None) -> "ReuseTrace":
+        """Read and validate a trace written by :meth:`save`.
+
+        Raises ``ValueError`` for a missing, truncated or corrupt file, another format
+        or version, or (with ``expected_model_class``) a trace of another model.
+        """
+        from safetensors import safe_open
+
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"trace file {str(path)!r} does not exist")
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                header = f.metadata() or {}
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        except Exception as e:  # safetensors raises its own error types for truncation/corruption
+            raise ValueError(
+                f"trace file {str(path)!r} is not a readable safetensors file ({type(e).__name__}: {e}); "
+                "it is truncated or corrupt: record the trace again"
+            ) from None
+        if "kaleido_trace" not in header:
+            raise ValueError(f"{str(path)!r} is a safetensors file but not a Kaleido trace (no 'kaleido_trace' metadata)")
+        try:
+            meta = json.loads(header["kaleido_trace"])
+        except json.JSONDecodeError as e:
+            raise ValueError(f"trace {str(path)!r}: metadata JSON is corrupt ({e})") from None
+        if meta.get("format") != TRACE_FORMAT:
+            raise ValueError(f"trace {str(path)!r}: format {meta.get('format')!r} is not {TRACE_FORMAT!r}")
+        if meta.get("format_version") != TRACE_FORMAT_VERSION:
+            raise ValueError(
+                f"trace {str(path)!r}: format version {meta.get('format_version')!r} is not supported "
+                f"(this Kaleido reads version {TRACE_FORMAT_VERSION}); re-record it with this version"
+            )
+        if expected_model_class is not None and meta.get("model_class") != expected_model_class:
+            raise ValueError(
+                f"trace {str(path)!r} was recorded on {meta.get('model_class')!r}, not on {expected_model_class!r}: "
+                "use a trace of the same model"
+            )
+        return cls(_records_from_tables(tensors, meta, str(path)), meta)
+
+    # -- hand-off to the simulator ----------------------------------------------------
+    def to_profile(self, name: str | None = None):
+        """This trace as the accelerator simulator's workload profile (``kaleido.hw.profile``)."""
+        from .hw_profile import trace_to_profile
+
+        return trace_to_profile(self, name=name)
+
+
+def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> list[TraceRecord]:
+    def bad(msg: str) -> ValueError:
+        return ValueError(f"trace {where!r} is corrupt: {msg}; record the trace again")
+
+    for k, dt in (("records", torch.int64), ("head_counts", torch.int64), ("pattern_counts", torch.int64), ("mode_maps", torch.uint8)):
+        if k not in t:
+            raise bad(f"tensor {k!r} is missing")
+        if t[k].dtype != dt:
+            raise bad(f"tensor {k!r} has dtype {t[k].dtype}, expected {dt}")
+    if list(meta.get("record_columns", [])) != list(RECORD_COLUMNS):
+        raise bad(f"record columns {meta.get('record_columns')} differ from {list(RECORD_COLUMNS)}")
+    rec = t["records"]
+    if rec.dim() != 2 or rec.shape[1] != len(RECORD_COLUMNS):
+        raise bad(f"records table has shape {tuple(rec.shape)}")
+    try:
+        contexts, ops, modules = list(meta["contexts"]), list(meta["ops"]), list(meta["modules"])
+        layouts = [(ChannelGroups.from_dict(x["groups"]), int(x["low_bits"])) for x in meta["layouts"]]
+        grids = [None if g is None else TokenGrid.from_dict(g) for g in meta["grids"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise bad(f"metadata tables are incomplete ({e})") from None
+    hc_all = t["head_counts"].numpy()
+    pc_all = t["pattern_counts"].numpy()
+    maps_all = t["mode_maps"]
+    out = []
+    for i, row in enumerate(rec.tolist()):
+        r = dict(zip(RECORD_COLUMNS, row))
+        try:
+            groups, low_bits = layouts[r["layout"]]
+            grid = grids[r["grid"]]
+            ctx, op, module = contexts[r["context"]], ops[r["op"]], modules[r["module"]]
+        except IndexError:
+            raise bad(f"record {i} points past the metadata tables") from None
+        G = len(groups)
+        n = r["heads"] * G * 3
+        off = r["counts_offset"]
+        if off < 0 or off + n > hc_all.size:
+            raise bad(f"record {i}: head counts [{off}, {off + n}) lie outside the {hc_all.size} stored")
+        hc = hc_all[off : off + n].reshape(r["heads"], G, 3).copy()
+        if (hc < 0).any() or not (hc.sum(axis=2) == r["batch"] * r["rows"]).all():
+            raise bad(f"record {i} ({op}, layer {r['layer']}): head counts do not add up to batch x rows")
+        pc = None
+        if r["patterns_offset"] >= 0:
+            po, pn = r["patterns_offset"], 3**G
+            if po + pn > pc_all.size:
+                raise bad(f"record {i}: pattern counts lie outside the stored table")
+            pc = pc_all[po : po + pn].copy()
+        mm = None
+        if r["map_offset"] >= 0:
+            shape = (r["batch"], r["heads"], r["rows"], G)
+            nbytes = (int(np.prod(shape)) + 3) // 4
+            mo = r["map_offset"]
+            if mo + nbytes > maps_all.numel():
+                raise bad(f"record {i}: mode map bytes lie outside the stored table")
+            if grid is None:
+                raise bad(f"record {i}: a mode map without a grid")
+            mm = ModeMap(ModeMap.unpack_modes(maps_all[mo : mo + nbytes], shape), grid, groups, low_bits)
+        out.append(
+            TraceRecord(
+                step=r["step"], context=ctx, layer=r["layer"], op=op, module=module, batch=r["batch"],
+                heads=r["heads"], rows=r["rows"], n_cols=r["n_cols"], groups=groups, low_bits=low_bits, grid=grid,
+                enabled=bool(r["enabled"]), head_counts=hc, pattern_counts=pc, mode_map=mm,
+            )
+        )
+    return out
+
+
+def merge_summaries(traces: Iterable[ReuseTrace]) -> dict[str, Any]:
+    """Summary of several traces taken together (e.g. many prompts and seeds)."""
+    records: list[TraceRecord] = []
+    meta: dict[str, Any] = {}
+    for tr in traces:
+        records.extend(tr.records)
+        meta = meta or tr.meta
+    return ReuseTrace(records, meta).summary()

@@ -1,0 +1,163 @@
+"""Kaleido for ``WanTransformer3DModel`` (Wan 2.1 / 2.2, diffusers >= 0.35).
+
+Facts read from the model object:
+
+* token grid: ``hidden_states`` ``(B, C, F, H, W)`` and ``config.patch_size`` ``(p_t, p_h, p_w)``;
+  tokens in raster order ``t*H*W + h*W + w`` (``patch_embedding(...).flatten(2)``);
+* RoPE: ``model.rope.t_dim / h_dim / w_dim``, contiguous ``[t | h | w]`` per head,
+  applied in the processor after ``norm_q``/``norm_k``;
+* ``blocks[i].attn1``: self-attention (RoPE), ``blocks[i].attn2``: cross-attention over
+  text (keys never reuse: they are text tokens); ``blocks[i].ffn`` on video tokens.
+
+Wan's pipeline calls the transformer separately for "cond" and "uncond" inside
+``cache_context`` with ``step_index``; each call is recorded under its context.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .processors import KaleidoProcessorBase, record_dense_attention, reuse_attend
+from .registry import AttentionSite, LinearSite, ModelAdapter, register_adapter
+
+
+def _apply_rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -> torch.Tensor:
+    # the same arithmetic as WanAttnProcessor's inner apply_rotary_emb (adjacent channel pairs)
+    x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)
+    cos = freqs_cos[..., 0::2]
+    sin = freqs_sin[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = x1 * cos - x2 * sin
+    out[..., 1::2] = x1 * sin + x2 * cos
+    return out.type_as(x)
+
+
+class KaleidoWanAttnProcessor(KaleidoProcessorBase):
+    """``WanAttnProcessor`` with the attention kernel replaced by :func:`reuse_attend`."""
+
+    def __call__(
+        self,
+        attn: torch.nn.Module,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        encoder_hidden_states_img = None
+        if attn.add_k_proj is not None:
+            # 512 is the text encoder's context length, as in WanAttnProcessor
+            image_context_length = encoder_hidden_states.shape[1] - 512
+            encoder_hidden_states_img = encoder_hidden_states[:, :image_context_length]
+            encoder_hidden_states = encoder_hidden_states[:, image_context_length:]
+
+        kv_source = hidden_states if encoder_hidden_states is None else encoder_hidden_states
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(kv_source)
+        value = attn.to_v(kv_source)
+
+        query = attn.norm_q(query)
+        key = attn.norm_k(key)
+
+        query = query.unflatten(2, (attn.heads, -1))
+        key = key.unflatten(2, (attn.heads, -1))
+        value = value.unflatten(2, (attn.heads, -1))
+
+        if rotary_emb is not None:
+            query = _apply_rotary(query, *rotary_emb)
+            key = _apply_rotary(key, *rotary_emb)
+
+        hidden_states_img = None
+        if encoder_hidden_states_img is not None:
+            key_img = attn.add_k_proj(encoder_hidden_states_img)
+            value_img = attn.add_v_proj(encoder_hidden_states_img)
+            key_img = attn.norm_added_k(key_img)
+            key_img = key_img.unflatten(2, (attn.heads, -1))
+            value_img = value_img.unflatten(2, (attn.heads, -1))
+            hidden_states_img = dispatch_attention_fn(
+                query, key_img, value_img, attn_mask=None, dropout_p=0.0, is_causal=False,
+                backend=self._attention_backend, parallel_config=None,
+            )
+            record_dense_attention(self, query, key_img, value_img, "img")
+            hidden_states_img = hidden_states_img.flatten(2, 3).type_as(query)
+
+        parallel = self._parallel_config if encoder_hidden_states is None else None
+
+        def dense(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return dispatch_attention_fn(
+                q, k, v, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
+                backend=self._attention_backend, parallel_config=parallel,
+            )
+
+        hidden_states = reuse_attend(self, query, key, value, dense, attn_mask=attention_mask)
+        hidden_states = hidden_states.flatten(2, 3)
+        hidden_states = hidden_states.type_as(query)
+
+        if hidden_states_img is not None:
+            hidden_states = hidden_states + hidden_states_img
+
+        hidden_states = attn.to_out[0](hidden_states)
+        hidden_states = attn.to_out[1](hidden_states)
+        return hidden_states
+
+
+@register_adapter
+class WanAdapter(ModelAdapter):
+    model_classes = ("WanTransformer3DModel",)
+    text_position = "none"
+    stock_processors = ("WanAttnProcessor", "WanAttnProcessor2_0")
+
+    def rope_split(self, model: torch.nn.Module) -> tuple[int, int, int]:
+        rope = model.rope
+        return int(rope.t_dim), int(rope.h_dim), int(rope.w_dim)
+
+    def patch_sizes(self, model: torch.nn.Module) -> tuple[int, int, int]:
+        pt, ph, pw = model.config.patch_size
+        return int(pt), int(ph), int(pw)
+
+    def num_layers(self, model: torch.nn.Module) -> int:
+        return len(model.blocks)
+
+    def check_model(self, model: torch.nn.Module) -> None:
+        for i, block in enumerate(model.blocks):
+            for attn in (block.attn1, block.attn2):
+                if getattr(attn, "fused_projections", False):
+                    raise ValueError(
+                        f"Kaleido: blocks.{i} has fused q/k/v projections; call transformer.unfuse_qkv_projections() "
+                        "before kaleido.apply (activation reuse works on the separate to_q/to_k/to_v layers)"
+                    )
+
+    def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
+        sites = []
+        for i, block in enumerate(model.blocks):
+            sites.append(AttentionSite(f"blocks.{i}.attn1", block.attn1, i, "self", KaleidoWanAttnProcessor))
+            sites.append(AttentionSite(f"blocks.{i}.attn2", block.attn2, i, "cross", KaleidoWanAttnProcessor))
+        return sites
+
+    def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
+        sites = []
+        for i, b in enumerate(model.blocks):
+            p = f"blocks.{i}"
+            for attn_name, attn in (("attn1", b.attn1), ("attn2", b.attn2)):
+                sites.append(LinearSite(f"{p}.{attn_name}.to_q", attn.to_q, i, "proj_q"))
+                if attn_name == "attn1":  # attn2's keys/values are text tokens: never reused
+                    sites.append(LinearSite(f"{p}.{attn_name}.to_k", attn.to_k, i, "proj_k"))
+                    sites.append(LinearSite(f"{p}.{attn_name}.to_v", attn.to_v, i, "proj_v"))
+                sites.append(LinearSite(f"{p}.{attn_name}.to_out.0", attn.to_out[0], i, "proj_out"))
+            sites.append(LinearSite(f"{p}.ffn.net.0.proj", b.ffn.net[0].proj, i, "ffn_in"))
+            sites.append(LinearSite(f"{p}.ffn.net.2", b.ffn.net[2], i, "ffn_out"))
+        return sites
+
+    def layer_of(self, model: torch.nn.Module, name: str) -> int:
+        parts = name.split(".")
+        if len(parts) > 1 and parts[0] == "blocks" and parts[1].isdigit():
+            return int(parts[1])
+        return -1
+
+    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
+        d = super().describe(model)
+        d["heads"] = int(model.config.num_attention_heads)
+        return d
