@@ -12,6 +12,7 @@ from .base import ESTIMATE, OP_KINDS, Method, MethodHandle, MethodReport, WanSha
 from .block_topk import BlockTopK
 from .cambricon_d import CambriconD
 from .exion import Exion
+from .kaleido_method import KaleidoMethod
 from .sparse_videogen import SparseVideoGen
 from .step_cache import FirstBlockCache, PyramidAttentionBroadcast, TaylorSeer
 from .tome import ToMe
@@ -20,7 +21,7 @@ from .tome import ToMe
 METHODS: dict[str, type[Method]] = {
     m.name: m
     for m in (SparseVideoGen, BlockTopK, ToMe, AdapTiV, PyramidAttentionBroadcast, FirstBlockCache, TaylorSeer,
-              Exion, CambriconD)
+              Exion, CambriconD, KaleidoMethod)
 }
 
 

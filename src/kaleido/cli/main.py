@@ -14,7 +14,10 @@ import click
 #: subcommand name -> "module:attribute" of a click command
 COMMANDS: dict[str, str] = {
     "demo": "kaleido.cli.demo:demo",
+    "compare": "kaleido.cli.compare:compare",
+    "report": "kaleido.cli.report:report",
     "train-tiny": "kaleido.cli.train_tiny:train_tiny",
+    "simulate": "kaleido.cli.simulate:simulate",
 }
 
 

@@ -1,0 +1,127 @@
+"""Kaleido itself behind the baselines' :class:`~kaleido.baselines.base.Method` interface.
+
+``KaleidoMethod(theta1=2, theta2=8, ...)`` applies :func:`kaleido.apply` with a
+:class:`~kaleido.integrations.KaleidoConfig` built from the settings, and its report
+takes each op kind's MAC counts from Kaleido's own ``ReuseTrace`` (the mode counts
+the reuse decisions produced), so Kaleido and the baselines are charged in the same
+8-bit-equivalent units per op kind.  Op kinds the trace does not cover inside the
+blocks (e.g. cross-attention k/v projections of the text, counted by Kaleido as plain
+dense GEMMs) keep the handle's own execution-based count.  The trace's per-kind dense
+MACs are checked against the handle's shape model, so a mismatch in accounting fails
+loudly instead of skewing the comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import OP_KINDS, Method, MethodHandle, MethodReport, check_range
+
+
+@dataclass(frozen=True)
+class KaleidoSettings:
+    theta1: float = 2.0  # FULL reuse below this (int8 units, L-inf)
+    theta2: float = 8.0  # PARTIAL reuse below this
+    low_bits: int = 4
+    dense_steps: int = 1
+    self_qk: bool = True
+    cross_qk: bool = True
+    proj: bool = True
+    ffn: bool = True
+    pv: bool = False
+
+    def __post_init__(self) -> None:
+        check_range("kaleido", "theta1", self.theta1, 0.0, 255.0)
+        check_range("kaleido", "theta2", self.theta2, self.theta1, 255.0, "theta2 must be >= theta1")
+        check_range("kaleido", "low_bits", self.low_bits, 1, 8)
+        check_range("kaleido", "dense_steps", self.dense_steps, 0, 10_000)
+
+    def to_config(self):
+        from kaleido.integrations import KaleidoConfig
+
+        d = KaleidoConfig().to_dict()
+        d["reuse"].update(theta1=float(self.theta1), theta2=float(self.theta2), low_bits=int(self.low_bits),
+                          dense_steps=int(self.dense_steps))
+        for sw in ("self_qk", "cross_qk", "proj", "ffn", "pv"):
+            d["ops"][sw]["enabled"] = bool(getattr(self, sw))
+        return KaleidoConfig.from_dict(d)
+
+
+def _kind_of(record) -> str | None:
+    """Map a trace record inside the blocks to a baseline op kind (None: outside the blocks)."""
+    if record.layer < 0:
+        return None
+    if record.op in OP_KINDS:
+        return record.op
+    mod = record.module or ""
+    for suffix, kind in ((".to_q", "proj_q"), (".to_k", "proj_k"), (".to_v", "proj_v"), (".to_out.0", "proj_out"),
+                         (".net.0.proj", "ffn_in"), (".net.2", "ffn_out")):
+        if mod.endswith(suffix):
+            return kind
+    return None
+
+
+class _KaleidoHandle(MethodHandle):
+    def __init__(self, method: "KaleidoMethod", transformer) -> None:
+        super().__init__(method, transformer)
+        self.trace = None
+
+    def report(self) -> MethodReport:
+        import kaleido.integrations as ki
+
+        base = super().report()
+        trace = ki.get_trace(self.transformer) if self.trace is None else self.trace
+        if trace is None:
+            return base
+        from kaleido.reuse import OpCounts
+
+        by_kind: dict[str, OpCounts] = {}
+        for r in trace.records:
+            kind = _kind_of(r)
+            if kind is None:
+                continue
+            oc = r.op_counts().total()
+            oc = OpCounts(("total",), oc.mac8, oc.mac_low, oc.skipped, self.method.settings.low_bits)
+            by_kind[kind] = by_kind[kind] + oc if kind in by_kind else oc
+        counts = dict(base.op_counts)
+        for kind, oc in by_kind.items():
+            mine = counts.get(kind)
+            if mine is not None and mine.dense_macs != oc.dense_macs:
+                raise ValueError(
+                    f"kaleido trace counts {oc.dense_macs} dense MACs for {kind} but the Wan shape model "
+                    f"counts {mine.dense_macs}: the two accountings disagree"
+                )
+            counts[kind] = oc
+        extra = dict(base.extra)
+        extra["trace_summary_ops"] = sorted(by_kind)
+        return MethodReport(base.method, base.settings, counts, base.calls, extra)
+
+    def remove(self) -> None:
+        import kaleido.integrations as ki
+
+        if not self._removed and ki.is_applied(self.transformer):
+            self.trace = ki.remove(self.transformer)
+        super().remove()
+
+
+class KaleidoMethod(Method):
+    name = "kaleido"
+    Settings = KaleidoSettings
+
+    @property
+    def low_bits(self) -> int:  # type: ignore[override]
+        return self.settings.low_bits
+
+    def apply(self, transformer) -> MethodHandle:
+        import kaleido.integrations as ki
+
+        handle = _KaleidoHandle(self, transformer)
+        try:
+            ki.apply(transformer, self.settings.to_config())
+        except Exception:
+            handle.remove()
+            raise
+        return handle
+
+    def _install(self, handle: MethodHandle) -> None:  # apply() does the work
+        raise NotImplementedError

@@ -1,0 +1,79 @@
+"""``kaleido compare``: run (or resume) a sweep and print the comparison."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--pipeline", default="tiny", show_default=True,
+              help="'tiny' (the shipped miniature Wan), 'random-wan' (tiny random, for tests) or a WanPipeline folder.")
+@click.option("--methods", default=None, help="Comma-separated methods (default: all with a grid). "
+              "Known: kaleido, sparse_videogen, block_topk, tome, adaptiv, pab, fbcache, taylorseer, exion, cambricon_d.")
+@click.option("--prompts", "n_prompts", type=int, default=2, show_default=True, help="Number of default prompts.")
+@click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
+@click.option("--steps", type=int, default=None, help="Denoising steps (default: the pipeline's).")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results/compare",
+              show_default=True, help="Directory of JSON rows (one per point; existing rows are not recomputed).")
+@click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler (default: a local cluster).")
+@click.option("--workers", "n_workers", type=int, default=1, show_default=True, help="Local cluster worker processes.")
+@click.option("--plot-only", is_flag=True, help="Compute nothing; analyse the rows already in --results.")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json):
+    """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
+    from kaleido.compare.analysis import aggregate, errors, fmt_pct, load_rows, matched_savings, pareto_figure
+    from kaleido.compare.grids import build_points
+    from kaleido.compare.sweep import run_sweep
+
+    try:
+        seed_list = tuple(int(s) for s in seeds.split(",") if s.strip())
+    except ValueError:
+        raise click.BadParameter(f"{seeds!r}: give comma-separated integers, e.g. 0,1", param_hint="--seeds")
+    method_list = [m.strip() for m in methods.split(",")] if methods else None
+    call = {"num_inference_steps": steps} if steps else {}
+    results = Path(results_dir)
+    if not plot_only:
+        try:
+            points = build_points(pipeline, method_list, n_prompts, seed_list, call)
+            summary = run_sweep(points, results, scheduler=scheduler, n_workers=n_workers)
+        except ValueError as e:
+            raise click.UsageError(str(e))
+        click.echo(f"sweep: {summary.total} points, {summary.already_done} already done, {summary.computed} computed",
+                   err=True)
+    try:
+        rows = load_rows(results)
+    except ValueError as e:
+        raise click.UsageError(str(e))
+    aggs = aggregate(rows)
+    matched = matched_savings(aggs)
+    (results / "pareto.png").write_bytes(pareto_figure(aggs))
+    if as_json:
+        click.echo(json.dumps({"settings": [a.to_dict() for a in aggs],
+                               "matched": {m: [c.to_dict() for c in cs] for m, cs in matched.items()},
+                               "errors": [{"method": r["method"], "settings": r["settings"], "error": r["error"]}
+                                          for r in errors(rows)]}, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    t = Table(title=f"methods on {len({r['prompt'] for r in rows if 'prompt' in r})} prompts (rows in {results})")
+    for c in ("method / settings", "n", "PSNR dB", "SSIM", "self q.k^T saved", "net of estimate", "transformer saved"):
+        t.add_column(c, justify="right" if c != "method / settings" else "left")
+    for a in aggs:
+        t.add_row(a.label, str(a.n), f"{a.psnr:.2f}", f"{a.ssim:.4f}", fmt_pct(a.self_qk_saved),
+                  fmt_pct(a.self_qk_saved_net), fmt_pct(a.total_saved))
+    con.print(t)
+    m = Table(title="PSNR at matched self-attention q.k^T savings")
+    m.add_column("method")
+    for c in next(iter(matched.values()), []):
+        m.add_column(f"{100 * c.target:.0f}%", justify="right")
+    for meth, cells in matched.items():
+        m.add_row(meth, *[f"{c.psnr:.2f} dB" if c.psnr is not None else "n/a" for c in cells])
+    con.print(m)
+    for r in errors(rows):
+        con.print(f"[yellow]refused[/yellow] {r['method']} {r['settings']}: {r['error']}")
+    con.print(f"Pareto plot: {results / 'pareto.png'}")

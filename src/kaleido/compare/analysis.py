@@ -1,0 +1,208 @@
+"""From JSON rows to the comparison: aggregates, the Pareto plot, the matched-savings table.
+
+Everything here reads rows only (never recomputes), so a finished sweep re-plots for
+free.  Savings are 8-bit-equivalent MAC fractions per op kind, as each method counted
+them (:mod:`kaleido.baselines.base`); ``self_qk`` is self-attention q.k^T, ``total``
+the whole transformer's blocks with each method's own estimation work included.
+PSNR ``inf`` (identical video) is averaged as :data:`PSNR_CAP_DB`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .points import DENSE, settings_label
+
+PSNR_CAP_DB = 100.0
+MATCH_TARGETS = (0.5, 0.7)
+
+
+def load_rows(results_dir: str | Path) -> list[dict]:
+    """Every row (``*.json``) in ``results_dir``, sorted by key; unreadable files raise ``ValueError``."""
+    rows = []
+    d = Path(results_dir)
+    if not d.is_dir():
+        raise ValueError(f"results directory {str(d)!r} does not exist; run `kaleido compare --results {d}` first")
+    for f in sorted(d.glob("*.json")):
+        try:
+            rows.append(json.loads(f.read_text()))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{f} is not a valid result row ({e}); delete it and resume the sweep") from None
+    return rows
+
+
+def _psnr(v) -> float:
+    v = float("inf") if v == "inf" else float(v)
+    return min(v, PSNR_CAP_DB)
+
+
+@dataclass
+class SettingAggregate:
+    """One method setting averaged over prompts and seeds."""
+
+    method: str
+    settings: dict
+    n: int
+    psnr: float
+    ssim: float
+    psnr_min: float
+    self_qk_saved: float
+    self_qk_saved_net: float  # estimation work charged against self_qk
+    total_saved: float
+    saved_by_kind: dict = field(default_factory=dict)
+    thumbs: str | None = None
+    prompt: str | None = None
+
+    @property
+    def label(self) -> str:
+        return settings_label(self.method, self.settings)
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d.pop("thumbs")
+        d["label"] = self.label
+        return d
+
+
+def aggregate(rows: list[dict]) -> list[SettingAggregate]:
+    """Mean quality and savings per (method, settings), over every prompt and seed (error rows skipped)."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r.get("point", {}).get("method") == DENSE or r.get("error"):
+            continue
+        groups[json.dumps([r["method"], r["point"]["settings"]], sort_keys=True)].append(r)
+    out = []
+    for rs in groups.values():
+        psnr = [_psnr(r["quality"]["psnr"]) for r in rs]
+        kinds = sorted({k for r in rs for k in r["report"]["saved_fraction"]})
+        by_kind = {k: float(np.mean([r["report"]["saved_fraction"].get(k, 0.0) for r in rs])) for k in kinds}
+        net = []
+        for r in rs:
+            oc = r["report"]["op_counts"]
+            dense = oc["self_qk"]["dense_macs"]
+            net.append(1.0 - (oc["self_qk"]["equiv8_macs"] + r["report"]["estimate_macs"]) / dense if dense else 0.0)
+        first = sorted(rs, key=lambda r: (r["prompt"], r["seed"]))[0]
+        out.append(SettingAggregate(
+            rs[0]["method"], rs[0]["point"]["settings"], len(rs), float(np.mean(psnr)),
+            float(np.mean([r["quality"]["ssim"] for r in rs])), float(np.min(psnr)),
+            by_kind.get("self_qk", 0.0), float(np.mean(net)),
+            float(np.mean([r["report"]["total_saved_fraction"] for r in rs])), by_kind,
+            first.get("thumbs"), first["prompt"],
+        ))
+    return sorted(out, key=lambda a: (a.method, a.self_qk_saved, a.total_saved))
+
+
+def errors(rows: list[dict]) -> list[dict]:
+    """Rows of points a method refused (with the reason)."""
+    return [r for r in rows if r.get("error")]
+
+
+@dataclass
+class MatchedCell:
+    target: float
+    psnr: float | None  # None: the method's settings do not bracket the target
+    ssim: float | None
+    how: str  # "interpolated between a and b" or why there is no value
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def matched_savings(aggs: list[SettingAggregate], targets=MATCH_TARGETS) -> dict[str, list[MatchedCell]]:
+    """PSNR/SSIM of each method at each target self-attn q.k^T saving, linearly interpolated
+    between the two settings that bracket it (never extrapolated)."""
+    by_method: dict[str, list[SettingAggregate]] = defaultdict(list)
+    for a in aggs:
+        by_method[a.method].append(a)
+    out = {}
+    for m, pts in sorted(by_method.items()):
+        pts = sorted(pts, key=lambda a: a.self_qk_saved)
+        cells = []
+        for t in targets:
+            cell = MatchedCell(t, None, None, "")
+            exact = [a for a in pts if abs(a.self_qk_saved - t) < 0.005]
+            if exact:
+                a = max(exact, key=lambda a: a.psnr)
+                cell = MatchedCell(t, a.psnr, a.ssim, f"at {a.label} ({100 * a.self_qk_saved:.1f}%)")
+            else:
+                lo = [a for a in pts if a.self_qk_saved < t]
+                hi = [a for a in pts if a.self_qk_saved > t]
+                if lo and hi:
+                    a, b = lo[-1], hi[0]
+                    w = (t - a.self_qk_saved) / (b.self_qk_saved - a.self_qk_saved)
+                    cell = MatchedCell(t, a.psnr + w * (b.psnr - a.psnr), a.ssim + w * (b.ssim - a.ssim),
+                                       f"interpolated: {a.label} ({100 * a.self_qk_saved:.1f}%) .. "
+                                       f"{b.label} ({100 * b.self_qk_saved:.1f}%)")
+                else:
+                    rng = f"{100 * pts[0].self_qk_saved:.1f}%..{100 * pts[-1].self_qk_saved:.1f}%"
+                    cell.how = f"not reached: its settings save {rng} of self-attn q.k^T"
+            cells.append(cell)
+        out[m] = cells
+    return out
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points not dominated in (saving up, PSNR up)."""
+    idx = []
+    for i, (s, q) in enumerate(points):
+        if not any((s2 >= s and q2 >= q) and (s2 > s or q2 > q) for j, (s2, q2) in enumerate(points) if j != i):
+            idx.append(i)
+    return idx
+
+
+_COLORS = {"kaleido": "#d62728", "sparse_videogen": "#1f77b4", "block_topk": "#17becf", "tome": "#2ca02c",
+           "adaptiv": "#98df8a", "pab": "#9467bd", "fbcache": "#c5b0d5", "taylorseer": "#8c564b",
+           "exion": "#ff7f0e", "cambricon_d": "#7f7f7f"}
+
+
+def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
+    """Quality (PSNR) vs savings: self-attn q.k^T (left) and the whole transformer (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+    for ax, attr, title in ((axes[0], "self_qk_saved", "self-attention q.k$^T$"),
+                            (axes[1], "total_saved", "whole transformer (blocks, estimates included)")):
+        allpts = [(getattr(a, attr), a.psnr) for a in aggs]
+        front = set(pareto_front(allpts))
+        by_m = defaultdict(list)
+        for i, a in enumerate(aggs):
+            by_m[a.method].append((getattr(a, attr), a.psnr, i in front))
+        for m, pts in sorted(by_m.items()):
+            pts.sort()
+            xs, ys = [100 * p[0] for p in pts], [p[1] for p in pts]
+            ax.plot(xs, ys, "-o", color=_COLORS.get(m, "black"), label=m, lw=2.5 if m == "kaleido" else 1.2,
+                    ms=6 if m == "kaleido" else 4)
+            for x, y, f in pts:
+                if f:
+                    ax.plot([100 * x], [y], "o", ms=11, mfc="none", mec="black", mew=1)
+        for t in MATCH_TARGETS:
+            if attr == "self_qk_saved":
+                ax.axvline(100 * t, color="grey", ls=":", lw=1)
+        ax.set_xlabel(f"8-bit-equivalent MACs saved, {title} (%)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("PSNR vs dense (dB, mean over prompts x seeds)")
+    axes[1].legend(fontsize=8, loc="best")
+    fig.suptitle("Quality vs savings (circled: Pareto-optimal among all methods)")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def summary_table(aggs: list[SettingAggregate]) -> list[dict]:
+    return [a.to_dict() for a in aggs]
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"

@@ -1,0 +1,60 @@
+"""Default sweeps: which settings of each method, which prompts, which seeds.
+
+Settings are chosen to cover the savings range where the comparison happens (50% and
+70% of self-attention q.k^T) for every method that saves there, plus the baselines'
+published defaults.  Block sizes follow the token count of the pipeline.
+"""
+
+from __future__ import annotations
+
+from .points import DENSE, SweepPoint
+
+#: Prompts understood by the miniature pipeline's vocabulary (shapes moving on backgrounds).
+DEFAULT_PROMPTS = (
+    "a red circle moving left on a plain background",
+    "a blue triangle moving up on a gradient background",
+    "a green square moving right on a striped background",
+    "a yellow circle moving down on a checkered background",
+    "a purple square moving left on a cloudy background",
+    "a cyan circle moving right on a plain background",
+    "a red square moving up on a checkered background",
+    "a blue circle moving down on a striped background",
+)
+
+
+def method_grid(pipeline: str) -> dict[str, list[dict]]:
+    """Settings per method for ``pipeline`` (``random-wan`` has 80 tokens, ``tiny`` 1280)."""
+    small = pipeline == "random-wan"
+    block = 8 if small else 64
+    return {
+        "kaleido": [dict(theta1=t1, theta2=t2) for t1, t2 in ((1, 4), (2, 8), (4, 8), (8, 8), (16, 16), (32, 32))],
+        "sparse_videogen": [dict(density=d, block_size=block) for d in (0.5, 0.3, 0.2)],
+        "block_topk": [dict(density=d, block_size=block) for d in (0.5, 0.3, 0.2)],
+        "tome": [dict(ratio=r) for r in (0.3, 0.45, 0.6)],
+        "adaptiv": [dict(tau=t) for t in (0.9, 0.75, 0.6)],
+        "pab": [dict(self_skip_range=2, cross_skip_range=4)],
+        "fbcache": [dict(threshold=t) for t in (0.05, 0.2)],
+        "taylorseer": [dict(cache_interval=c) for c in (2, 4)],
+        "exion": [dict(attn_density=d, ffn_tau=0.05) for d in (0.5, 0.3)],
+        "cambricon_d": [dict(delta_bits=b) for b in (4, 6)],
+    }
+
+
+def build_points(pipeline: str, methods: list[str] | None = None, n_prompts: int = 2, seeds: tuple[int, ...] = (0,),
+                 call: dict | None = None, grid: dict[str, list[dict]] | None = None) -> list[SweepPoint]:
+    """Every (method, settings, prompt, seed) point, dense references first."""
+    grid = grid if grid is not None else method_grid(pipeline)
+    if methods is None:
+        methods = list(grid)
+    unknown = [m for m in methods if m not in grid]
+    if unknown:
+        raise ValueError(f"no settings grid for method(s) {unknown}; known: {sorted(grid)}")
+    if not 1 <= n_prompts <= len(DEFAULT_PROMPTS):
+        raise ValueError(f"n_prompts={n_prompts}: choose 1..{len(DEFAULT_PROMPTS)}")
+    call = dict(call or {})
+    prompts = DEFAULT_PROMPTS[:n_prompts]
+    pts = [SweepPoint(pipeline, DENSE, p, s, {}, call) for p in prompts for s in seeds]
+    for m in methods:
+        for st in grid[m]:
+            pts += [SweepPoint(pipeline, m, p, s, dict(st), call) for p in prompts for s in seeds]
+    return pts

@@ -1,0 +1,64 @@
+"""Sweep points and their keys.
+
+A point is one generation: (pipeline, call overrides, method, settings, prompt, seed).
+Its key is a hash of exactly those fields (plus :data:`ROW_VERSION`), so the same point
+always lands in the same ``<key>.json`` row file: an interrupted sweep resumes by
+skipping the rows that exist, and a finished one re-plots without computing anything.
+``method == "dense"`` is the reference generation of a (pipeline, call, prompt, seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+#: Bump when the meaning of a row changes (old rows then no longer match any key).
+ROW_VERSION = 1
+DENSE = "dense"
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    pipeline: str
+    method: str
+    prompt: str
+    seed: int
+    settings: dict = field(default_factory=dict)
+    call: dict = field(default_factory=dict)  # overrides of the pipeline's call kwargs (steps, size...)
+
+    def identity(self) -> dict:
+        return {"version": ROW_VERSION, "pipeline": self.pipeline, "call": self.call, "method": self.method,
+                "settings": self.settings, "prompt": self.prompt, "seed": int(self.seed)}
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"), default=_jsonable)
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+    def dense(self) -> "SweepPoint":
+        """The dense reference point of this point's pipeline, call, prompt and seed."""
+        return SweepPoint(self.pipeline, DENSE, self.prompt, self.seed, {}, self.call)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["key"] = self.key
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SweepPoint":
+        return cls(d["pipeline"], d["method"], d["prompt"], int(d["seed"]), dict(d.get("settings") or {}),
+                   dict(d.get("call") or {}))
+
+
+def _jsonable(x):
+    if isinstance(x, tuple):
+        return list(x)
+    raise TypeError(f"setting value {x!r} is not JSON-serialisable")
+
+
+def settings_label(method: str, settings: dict) -> str:
+    """Short human label of a method's settings, e.g. ``tome ratio=0.3``."""
+    if not settings:
+        return method
+    return method + " " + " ".join(f"{k}={v}" for k, v in sorted(settings.items()))

@@ -1,0 +1,87 @@
+"""What one Dask task does: compute one sweep point and write its JSON row.
+
+Runs in a worker process.  Pipelines are loaded once per process and kept; the dense
+reference video of each (pipeline, call, prompt, seed) is stored next to the rows as
+``dense-<key>.npy`` (plain array, loaded with ``allow_pickle=False``) so method points
+compare against it without regenerating it.  Rows are written atomically (temporary
+file, then rename), so an interrupted sweep never leaves a half row behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .points import DENSE, SweepPoint
+
+_PIPELINES: dict[str, tuple] = {}
+
+
+def _pipeline(name: str):
+    if name not in _PIPELINES:
+        import torch
+
+        torch.set_num_threads(1)
+        from .pipelines import load_pipeline
+
+        pipe, call = load_pipeline(name)
+        pipe.set_progress_bar_config(disable=True)
+        _PIPELINES[name] = (pipe, call)
+    return _PIPELINES[name]
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, allow_nan=False))
+    os.replace(tmp, path)
+
+
+def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
+    from kaleido.harness import generate, thumbnail_strip
+
+    dense = point.dense()
+    path = results / f"dense-{dense.key}.npy"
+    if path.exists():
+        return np.load(path, allow_pickle=False)
+    video, wall = generate(pipe, call, dense.prompt, dense.seed)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
+    np.save(tmp, video, allow_pickle=False)
+    os.replace(tmp, path)
+    row = {"point": dense.to_dict(), "wall_s": wall, "thumbs": thumbnail_strip(video), "frames": int(len(video)),
+           "host": socket.gethostname()}
+    write_json_atomic(results / f"{dense.key}.json", row)
+    return video
+
+
+def run_point(point_dict: dict, results_dir: str) -> dict:
+    """Compute ``point_dict`` (a :meth:`SweepPoint.to_dict`) unless its row exists; return the row."""
+    from kaleido.baselines import make_method
+    from kaleido.harness import run_against_dense, thumbnail_strip
+
+    point = SweepPoint.from_dict(point_dict)
+    results = Path(results_dir)
+    out = results / f"{point.key}.json"
+    if out.exists():
+        return json.loads(out.read_text())
+    pipe, base_call = _pipeline(point.pipeline)
+    call = dict(base_call, **point.call)
+    dense = _dense_video(point, results, pipe, call)
+    if point.method == DENSE:
+        return json.loads(out.read_text())
+    t0 = time.perf_counter()
+    try:
+        method = make_method(point.method, **point.settings)
+        res, video, _ = run_against_dense(pipe, call, method, point.prompt, point.seed, dense_video=dense)
+        row = {"point": point.to_dict(), **res.to_dict(), "thumbs": thumbnail_strip(video)}
+    except ValueError as e:  # a method that refuses this pipeline: recorded, not fatal
+        row = {"point": point.to_dict(), "method": point.method, "settings": point.settings, "prompt": point.prompt,
+               "seed": point.seed, "error": str(e)}
+    row["compute_s"] = time.perf_counter() - t0
+    row["host"] = socket.gethostname()
+    write_json_atomic(out, row)
+    return row

@@ -1,0 +1,118 @@
+"""Run one method against the dense model on the same pipeline, prompt and seed.
+
+The harness is what makes the comparison fair: every method (Kaleido or a baseline)
+is applied to the same transformer object, the pipeline is called with the same
+arguments and the same seeded generator, the decoded videos are compared frame by
+frame against the dense run (PSNR with peak 1.0 and SSIM on RGB in [0, 1], the
+evaluation protocol of Sparse VideoGen and the Kaleido paper), and the compute is
+read from the method's own per-op-kind counts (8-bit-equivalent MACs).
+
+A method is anything with ``.name``, ``.settings_dict()`` and ``.apply(transformer)``
+returning a handle with ``.report()`` (a :class:`~kaleido.baselines.MethodReport`)
+and ``.remove()``: every baseline, and Kaleido through
+:class:`kaleido.baselines.kaleido_method.KaleidoMethod`.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+
+def video_quality(video: np.ndarray, reference: np.ndarray) -> dict:
+    """PSNR (peak 1.0) and SSIM of ``video`` against ``reference``, both (F, H, W, 3) floats in [0, 1].
+
+    Returns per-frame lists and means; an identical frame has PSNR ``inf`` (the mean
+    is then ``inf`` too; JSON stores it as the string ``"inf"``).
+    """
+    try:  # one definition project-wide once kaleido.metrics lands
+        from kaleido import metrics as _m  # type: ignore[attr-defined]
+
+        if hasattr(_m, "video_psnr_ssim"):
+            return _m.video_psnr_ssim(video, reference)
+    except ImportError:
+        pass
+    from skimage.metrics import structural_similarity
+
+    if video.shape != reference.shape or video.ndim != 4:
+        raise ValueError(f"videos must both be (F, H, W, 3); got {video.shape} and {reference.shape}")
+    psnr, ssim = [], []
+    for a, b in zip(video.astype(np.float64), reference.astype(np.float64)):
+        mse = float(np.mean((a - b) ** 2))
+        psnr.append(math.inf if mse == 0 else 10.0 * math.log10(1.0 / mse))
+        win = min(7, a.shape[0], a.shape[1])
+        win -= (win + 1) % 2  # odd window
+        ssim.append(float(structural_similarity(a, b, data_range=1.0, channel_axis=-1, win_size=max(win, 3))))
+    return {"psnr_per_frame": psnr, "ssim_per_frame": ssim,
+            "psnr": float(np.mean(psnr)), "ssim": float(np.mean(ssim))}
+
+
+def thumbnail_strip(video: np.ndarray, n: int = 3) -> str:
+    """Base64 PNG of ``n`` evenly spaced frames side by side (for reports)."""
+    from PIL import Image
+
+    idx = np.linspace(0, len(video) - 1, n).round().astype(int)
+    strip = np.concatenate([video[i] for i in idx], axis=1)
+    img = Image.fromarray((np.clip(strip, 0, 1) * 255).round().astype(np.uint8))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", optimize=True)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def generate(pipe, call: dict, prompt: str, seed: int) -> tuple[np.ndarray, float]:
+    """The decoded video (F, H, W, 3) in [0, 1] and the wall time in seconds."""
+    t0 = time.perf_counter()
+    out = pipe(prompt=prompt, generator=torch.Generator().manual_seed(int(seed)), output_type="np", **call)
+    frames = np.asarray(out.frames[0], dtype=np.float32)
+    return frames, time.perf_counter() - t0
+
+
+@dataclass
+class HarnessResult:
+    """One method on one prompt and seed, against dense."""
+
+    method: str
+    settings: dict
+    prompt: str
+    seed: int
+    quality: dict
+    report: dict  # MethodReport.to_dict()
+    wall_s: float
+    dense_wall_s: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        q = {k: (_json_float(v) if not isinstance(v, list) else [_json_float(x) for x in v]) for k, v in self.quality.items()}
+        return {"method": self.method, "settings": dict(self.settings), "prompt": self.prompt, "seed": self.seed,
+                "quality": q, "report": self.report, "wall_s": self.wall_s, "dense_wall_s": self.dense_wall_s,
+                "extra": dict(self.extra)}
+
+
+def _json_float(x):
+    return "inf" if isinstance(x, float) and math.isinf(x) else x
+
+
+def run_against_dense(pipe, call: dict, method, prompt: str, seed: int,
+                      dense_video: np.ndarray | None = None) -> tuple[HarnessResult, np.ndarray, np.ndarray]:
+    """Apply ``method``, generate, remove it, and compare with the dense video (generated unless given).
+
+    Returns ``(result, video, dense_video)``.
+    """
+    dense_wall = None
+    if dense_video is None:
+        dense_video, dense_wall = generate(pipe, call, prompt, seed)
+    handle = method.apply(pipe.transformer)
+    try:
+        video, wall = generate(pipe, call, prompt, seed)
+        report = handle.report()
+    finally:
+        handle.remove()
+    res = HarnessResult(method.name, method.settings_dict(), prompt, int(seed), video_quality(video, dense_video),
+                        report.to_dict(), wall, dense_wall)
+    return res, video, dense_video

@@ -1,0 +1,89 @@
+"""Sweeps: keys, resume without recomputation, the Dask local-cluster path, analysis."""
+
+import json
+import os
+
+import pytest
+
+from kaleido.compare.analysis import aggregate, load_rows, matched_savings, pareto_figure, pareto_front
+from kaleido.compare.grids import build_points
+from kaleido.compare.points import SweepPoint
+from kaleido.compare.sweep import pending, run_sweep
+from kaleido.compare.worker import run_point
+
+CALL = {"num_inference_steps": 2, "max_sequence_length": 16}
+
+
+def small_points():
+    grid = {"tome": [{"ratio": 0.3}, {"ratio": 0.6}], "block_topk": [{"density": 0.5, "block_size": 8}]}
+    return build_points("random-wan", ["tome", "block_topk"], 1, (0,), CALL, grid)
+
+
+def test_keys_depend_on_every_setting():
+    a = SweepPoint("random-wan", "tome", "p", 0, {"ratio": 0.3})
+    assert a.key == SweepPoint.from_dict(a.to_dict()).key
+    assert a.key != SweepPoint("random-wan", "tome", "p", 1, {"ratio": 0.3}).key
+    assert a.key != SweepPoint("random-wan", "tome", "p", 0, {"ratio": 0.31}).key
+    assert a.dense().key == SweepPoint("random-wan", "tome", "p", 0, {"ratio": 0.9}).dense().key
+
+
+def test_resumed_sweep_computes_nothing_twice(tmp_path):
+    pts = small_points()
+    assert len(pts) == 4  # 1 dense + 3 method points
+    # "interrupted" sweep: only the dense reference and the first method point ran
+    for p in pts[:2]:
+        run_point(p.to_dict(), str(tmp_path))
+    done = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
+    assert len(done) == 2
+    todo = pending(pts, tmp_path)
+    assert [p.key for p in todo] == [p.key for p in pts[2:]]
+    calls = []
+    import kaleido.compare.worker as worker
+
+    orig = worker._dense_video
+
+    def spy(point, results, pipe, call):
+        calls.append(point.key)
+        return orig(point, results, pipe, call)
+
+    worker._dense_video = spy
+    try:
+        for p in todo:  # what run_sweep submits, run in-process
+            run_point(p.to_dict(), str(tmp_path))
+    finally:
+        worker._dense_video = orig
+    after = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
+    assert len(after) == 4
+    assert all(after[n] == t for n, t in done.items())  # earlier rows untouched
+    assert not list(tmp_path.glob("dense-*.tmp*"))
+    assert len(calls) == 2 and len(list(tmp_path.glob("dense-*.npy"))) == 1  # the reference was reused
+    # a finished sweep submits nothing at all (no cluster is even started)
+    summary = run_sweep(pts, tmp_path, n_workers=1, progress=False)
+    assert (summary.total, summary.already_done, summary.computed) == (4, 4, 0)
+
+
+def test_dask_local_cluster_runs_the_sweep(tmp_path):
+    pts = small_points()
+    summary = run_sweep(pts, tmp_path, n_workers=1, progress=False)
+    assert (summary.computed, summary.errors) == (4, [])
+    rows = load_rows(tmp_path)
+    assert len(rows) == 4
+    hosts_pids = {r.get("host") for r in rows}
+    assert hosts_pids  # rows came back from the worker process
+    aggs = aggregate(rows)
+    tome = {a.settings["ratio"]: a for a in aggs if a.method == "tome"}
+    assert tome[0.3].self_qk_saved == pytest.approx(1 - (56 / 80) ** 2)
+    assert tome[0.6].self_qk_saved > tome[0.3].self_qk_saved
+    matched = matched_savings(aggs, targets=(0.6,))
+    assert matched["tome"][0].psnr is not None and "interpolated" in matched["tome"][0].how
+    assert matched["block_topk"][0].psnr is None and "not reached" in matched["block_topk"][0].how
+    assert pareto_figure(aggs)[:4] == b"\x89PNG"
+
+
+def test_bad_scheduler_address_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="tcp://HOST:PORT"):
+        run_sweep(small_points(), tmp_path, scheduler="localhost:8786", progress=False)
+
+
+def test_pareto_front():
+    assert sorted(pareto_front([(0.5, 30), (0.7, 25), (0.6, 20), (0.5, 29)])) == [0, 1]
