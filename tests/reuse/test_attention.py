@@ -27,7 +27,7 @@ def _sdpa(q, k, v, **kw):
 
 def _qkv(grid, D, seed, B=2, H=2, Sk=None, Dv=None):
     g = torch.Generator().manual_seed(seed)
-    q = (correlated_rows((B, H), grid.seq_len, D, seed, step=0.7) / 60).transpose(1, 2).contiguous()
+    q = (correlated_rows((B, H), grid, D, seed, step=0.7) / 60).transpose(1, 2).contiguous()
     Sk = grid.seq_len if Sk is None else Sk
     k = torch.randn(B, Sk, H, D, generator=g)
     v = torch.randn(B, Sk, H, Dv or D, generator=g)

@@ -23,7 +23,7 @@ FAST = settings(max_examples=40, deadline=None)
 @FAST
 @given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
 def test_decide_matches_token_by_token_reference(grid, groups, cfg, seed):
-    A_q = correlated_int8((), grid.seq_len, groups.dim, seed)
+    A_q = correlated_int8((), grid, groups.dim, seed)
     mm = decide(A_q, grid, groups, cfg)
     modes, eff = naive_decide(A_q, grid, groups, cfg)
     assert mm.modes.dtype == torch.uint8 and mm.modes.shape == (grid.seq_len, len(groups))
@@ -35,7 +35,7 @@ def test_decide_matches_token_by_token_reference(grid, groups, cfg, seed):
 @FAST
 @given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
 def test_decide_is_independent_per_leading_index(grid, groups, cfg, seed):
-    A_q = correlated_int8((2, 3), grid.seq_len, groups.dim, seed)
+    A_q = correlated_int8((2, 3), grid, groups.dim, seed)
     mm = decide(A_q, grid, groups, cfg)
     assert mm.modes.shape == (2, 3, grid.seq_len, len(groups))
     for b in range(2):
@@ -46,7 +46,7 @@ def test_decide_is_independent_per_leading_index(grid, groups, cfg, seed):
 @FAST
 @given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
 def test_non_grid_rows_and_rows_without_reference_compute(grid, groups, cfg, seed):
-    A_q = correlated_int8((2,), grid.seq_len, groups.dim, seed)
+    A_q = correlated_int8((2,), grid, groups.dim, seed)
     modes = decide(A_q, grid, groups, cfg).modes
     assert not modes[:, : grid.prefix].any()
     assert not modes[:, grid.prefix + grid.n_grid :].any()
@@ -70,7 +70,7 @@ def test_constant_rows_reuse_fully_except_first_along_axis():
 @FAST
 @given(grid=grids(), groups=channel_groups(), seed=st.integers(0, 10_000), lb=st.integers(1, 7))
 def test_zero_thresholds_compute_everything(grid, groups, seed, lb):
-    A_q = correlated_int8((2,), grid.seq_len, groups.dim, seed)
+    A_q = correlated_int8((2,), grid, groups.dim, seed)
     assert not decide(A_q, grid, groups, ReuseConfig(0, 0, low_bits=lb)).modes.any()
 
 

@@ -10,7 +10,7 @@ from .strategies import correlated_rows
 def test_reuse_linear_dense_and_reused():
     grid = TokenGrid(3, 4, 4, prefix=2)
     groups = ChannelGroups.from_chunks(24, 8, ("t", "h", "w"))
-    x = correlated_rows((2,), grid.seq_len, 24, 5, step=0.5) / 40
+    x = correlated_rows((2,), grid, 24, 5, step=0.5) / 40
     lin = torch.nn.Linear(24, 10).requires_grad_(False)
     y0, mm0, ops0 = reuse_linear(x, lin.weight, lin.bias, grid, groups, ReuseConfig.dense())
     assert torch.equal(y0, F.linear(x, lin.weight, lin.bias))

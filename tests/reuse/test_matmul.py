@@ -26,7 +26,7 @@ FAST = settings(max_examples=30, deadline=None)
 
 
 def _operands(grid, groups, seed, lead=(2,), n=5):
-    A = correlated_rows(lead, grid.seq_len, groups.dim, seed) / 50
+    A = correlated_rows(lead, grid, groups.dim, seed) / 50
     B = torch.randn(*lead, groups.dim, n, generator=torch.Generator().manual_seed(seed + 1))
     return A, B
 
@@ -122,7 +122,7 @@ def test_op_counts_add_up_to_dense(grid, groups, cfg, seed, n):
 def test_column_blocks_and_broadcast():
     grid = TokenGrid(2, 3, 4, prefix=1)
     groups = ChannelGroups.from_rope(4, 2, 2)
-    A = correlated_rows((), grid.seq_len, 8, 3) / 50
+    A = correlated_rows((), grid, 8, 3) / 50
     B = torch.randn(2, 8, 11)
     cfg = ReuseConfig(2, 6)
     C, mm, ops = reuse_matmul(A, B, grid, groups, cfg, exact_int8=True, verify=True)
@@ -139,7 +139,7 @@ def test_column_blocks_and_broadcast():
 def test_int8_path_close_to_float_path_on_smooth_data():
     grid = TokenGrid(4, 6, 6)
     groups = ChannelGroups.from_rope(6, 5, 5)
-    A = correlated_rows((2,), grid.seq_len, 16, 7, step=0.5) / 40
+    A = correlated_rows((2,), grid, 16, 7, step=0.5) / 40
     B = torch.randn(16, 12)
     cfg = ReuseConfig(2, 8)
     Ci, mmi, _ = reuse_matmul(A, B, grid, groups, cfg, exact_int8=True)

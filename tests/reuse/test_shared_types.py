@@ -14,7 +14,7 @@ FAST = settings(max_examples=30, deadline=None)
 @FAST
 @given(grid=grids(), groups=channel_groups(), seed=st.integers(0, 10_000), lead=st.integers(1, 3))
 def test_mode_map_pack_round_trip(grid, groups, seed, lead):
-    A = correlated_rows((lead,), grid.seq_len, groups.dim, seed) / 50
+    A = correlated_rows((lead,), grid, groups.dim, seed) / 50
     A_q, _ = quantize(A, groups)
     mm = decide(A_q, grid, groups, ReuseConfig(2, 6))
     packed = mm.pack()
