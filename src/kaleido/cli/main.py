@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "report": "kaleido.cli.report:report",
     "train-tiny": "kaleido.cli.train_tiny:train_tiny",
     "simulate": "kaleido.cli.simulate:simulate",
+    "generate": "kaleido.cli.generate:generate",
+    "sweep": "kaleido.cli.sweep:sweep",
 }
 
 

@@ -25,7 +25,8 @@ multiplier) and 2 otherwise, FULL uses 0 (the reference's partial is forwarded).
   rows uses.  *No dispatcher*: folds are R consecutive rows in sequence order (exact
   with a mode map; with statistics only, rows are taken as independent draws - a
   pessimistic assumption).  *Scheduler*: rows sorted by mode string inside each
-  window, so most folds hold one pattern.  *Matcher*: two rows of a pattern whose
+  window, so most folds hold one pattern (the arrival order is kept for a window
+  where sorting would not help - both costs follow from the mode bits).  *Matcher*: two rows of a pattern whose
   used groups are all PARTIAL share one PE row (packed), halving that cluster's
   folds; it is bypassed where it would not help.
 """
@@ -76,8 +77,9 @@ class RowStats:
     # -- constructors ------------------------------------------------------------------
     @classmethod
     def dense(cls, K: int, n_rows: int) -> "RowStats":
-        """Every row COMPUTE in one group of ``K`` channels."""
-        return cls((K,), n_rows, np.array([[n_rows, 0, 0]]), np.zeros((1, 1), np.uint8), np.array([float(n_rows)]))
+        """Every row COMPUTE in one group of ``K`` channels: an op configured dense (no decision runs)."""
+        return cls((K,), n_rows, np.array([[n_rows, 0, 0]]), np.zeros((1, 1), np.uint8), np.array([float(n_rows)]),
+                   source="dense")
 
     @classmethod
     def from_rows(cls, modes: np.ndarray, group_sizes: tuple[int, ...]) -> "RowStats":
@@ -289,6 +291,8 @@ def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size):
     order = np.argsort(key, kind="stable")
     cu, cn = use[order], counts[order].astype(np.int64)
     sched = _os_fold_streams(cu, cn, sizes, R, cost)
+    if block is not None and sched.sum() > none.sum():  # keep the arrival order where sorting does not help
+        sched = none
     if packed:
         pairable = (classes[order] != Mode.COMPUTE).all(1) & cu.any(1)
         slots = np.where(pairable, -(-cn // 2), cn)

@@ -28,7 +28,7 @@ with the target's group sizes; otherwise the target's groups are chunks of
 ``min(128, K)`` channels that all take the measured per-group fractions pooled over
 groups (weighted by group size), with no pattern histogram (groups independent);
 (3) steps - a per-step profile of P steps maps target step ``s`` of ``S`` to measured
-step ``round(s*(P-1)/(S-1))``.
+step ``floor(s*(P-1)/(S-1) + 1/2)``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class OpProfile:
         if not self.per_step:
             return self.stats
         P = len(self.per_step)
-        idx = 0 if steps <= 1 else int(round(step * (P - 1) / (steps - 1)))
+        idx = 0 if steps <= 1 else int(np.floor(step * (P - 1) / (steps - 1) + 0.5))
         return self.per_step[idx]
 
     def to_dict(self) -> dict:
@@ -194,16 +194,14 @@ class Profile:
         if entry is None:
             return None
         st = entry.stats if step is None else entry.at_step(step, wl.steps)
-        if sum(st.group_sizes) == K and (not transfer or self._same(wl)):
-            return st
-        if sum(st.group_sizes) == K and tuple(st.group_names) == _target_names(wl, op, K):
-            return st
-        if not transfer:
+        if transfer and not self._same(wl):
+            return carry_stats(st, _target_groups(wl, op, K))
+        if sum(st.group_sizes) != K:
             raise ValueError(
                 f"profile op {op!r} has groups {dict(zip(st.group_names, st.group_sizes))} summing to "
                 f"{sum(st.group_sizes)} channels, but {wl.name}'s {op} has K={K}; pass transfer=True"
             )
-        return carry_stats(st, _target_groups(wl, op, K))
+        return st
 
     def _same(self, wl: Workload) -> bool:
         return self.model == wl.model.name and self.grid == tuple(wl.grid_thw)
@@ -216,10 +214,6 @@ def _target_groups(wl: Workload, op: str, K: int) -> tuple[tuple[int, ...], tupl
     c = min(LINEAR_CHUNK, K)
     sizes = [c] * (K // c) + ([K % c] if K % c else [])
     return tuple(sizes), tuple(f"c{i}" for i in range(len(sizes)))
-
-
-def _target_names(wl: Workload, op: str, K: int) -> tuple[str, ...]:
-    return _target_groups(wl, op, K)[1]
 
 
 def carry_stats(st: ModeStats, target: tuple[tuple[int, ...], tuple[str, ...]]) -> ModeStats:

@@ -84,9 +84,9 @@ def simulate_gemm(
     packed = cfg.packed_partial
     lb = cfg.low_bits
     d_cyc = dense_cycles(M, K, N, cfg)
-    reuse = rs.marginals[:, Mode.PARTIAL].sum() + rs.marginals[:, Mode.FULL].sum() > 0
+    decided = rs.source != "dense"  # the decision unit runs for every op with reuse enabled
     W = window_rows(cfg, K)
-    if reuse:
+    if decided:
         dr = dispatch(rs, N, cfg.dataflow, R, C, packed, W)
         k_cyc = {lv: folded_cycles(dr.stream[lv], dr.fold_mult[lv] * dr.col_folds, cfg) for lv in LEVELS}
         work, model = dr.work_pe_cycles, dr.model
@@ -95,8 +95,8 @@ def simulate_gemm(
         work, model = float(M) * K * N, "dense"
     # the decision unit: one int8 subtract + one compare per channel, R channels per cycle
     decision_cycles = grid_rows * K / R
-    exposed = max(0.0, decision_cycles - k_cyc[DESIGN_LEVEL]) if reuse else 0.0
-    k_cyc = {lv: v + exposed for lv, v in k_cyc.items()} if reuse else k_cyc
+    exposed = max(0.0, decision_cycles - k_cyc[DESIGN_LEVEL]) if decided else 0.0
+    k_cyc = {lv: v + exposed for lv, v in k_cyc.items()}
 
     marg = rs.marginals
     mac8 = float((marg[:, Mode.COMPUTE] * sizes).sum() * N)
@@ -113,8 +113,8 @@ def simulate_gemm(
         lb, mac8=mac8, mac_low=mac_low,
         pe_reg_bytes=6 * mac8 + (5 if packed else 6) * mac_low,
         reuse_reg_bytes=8 * reuse_items, reuse_adds=float((marg[:, Mode.PARTIAL] * N).sum()),
-        sram_bytes=sram_bytes(M, K, N, cfg, a_frac, grid_rows if reuse else 0), dram_bytes=dram,
-        dispatch_ops=(2.0 * grid_rows * K + grid_rows * (np.ceil(np.log2(W)) + len(sizes))) if reuse else 0.0,
+        sram_bytes=sram_bytes(M, K, N, cfg, a_frac, grid_rows if decided else 0), dram_bytes=dram,
+        dispatch_ops=(2.0 * grid_rows * K + grid_rows * (np.ceil(np.log2(W)) + len(sizes))) if decided else 0.0,
         cycles=k_cyc[DESIGN_LEVEL],
     )
     return GemmResult(op, M, K, N, count, dense_macs * count, d_cyc * count,

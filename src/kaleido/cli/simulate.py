@@ -1,0 +1,95 @@
+"""``kaleido simulate``: a vDiT workload on the Kaleido accelerator, the dense array and an A100."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+def _load_stats_source(trace: str | None, profile: str | None, wl):
+    from kaleido.hw.profile import Profile
+
+    if trace and profile:
+        raise click.BadParameter("give --trace or --profile, not both")
+    if profile:
+        if profile == "example":
+            from importlib.resources import files
+
+            profile = str(files("kaleido") / "assets" / "profiles" / "synthetic_correlated.json")
+        return Profile.load(profile), []
+    if trace:
+        try:
+            from kaleido.integrations.trace import ReuseTrace
+        except ImportError:
+            raise click.UsageError("reuse traces are not supported in this install (kaleido.integrations.trace is "
+                                   "missing); convert the trace to a profile or pass --profile") from None
+        from kaleido.hw.trace_adapter import profile_from_trace
+
+        return profile_from_trace(ReuseTrace.load(trace), wl)
+    return None, ["no --trace/--profile: Kaleido runs with no reuse (equal to the dense array)"]
+
+
+@click.command("simulate")
+@click.option("--workload", "-w", required=True,
+              help="model-resolution, e.g. hunyuan-720p; comma-separated list, or 'all'.")
+@click.option("--trace", "trace", type=click.Path(dir_okay=False), help="a ReuseTrace (.safetensors) for the reuse statistics.")
+@click.option("--profile", "profile", help="a profile JSON for the reuse statistics ('example': the shipped synthetic one).")
+@click.option("--transfer", is_flag=True, help="carry statistics from another model/resolution with the documented rule.")
+@click.option("--array", "array", default="128x128", show_default=True, help="PE array RxC.")
+@click.option("--clock", "clock", type=float, default=1.0, show_default=True, help="clock in GHz (an assumption).")
+@click.option("--dataflow", type=click.Choice(["ws", "os"]), default="ws", show_default=True)
+@click.option("--timing", type=click.Choice(["default", "scalesim_compat"]), default="default", show_default=True)
+@click.option("--steps", type=int, default=None, help="denoising steps (default: the model's).")
+@click.option("--dram-gbps", type=float, default=256.0, show_default=True, help="accelerator DRAM bandwidth.")
+@click.option("--static-w", type=float, default=0.0, show_default=True, help="accelerator static power (W).")
+@click.option("--a100-precision", type=click.Choice(["bf16", "int8"]), default="bf16", show_default=True)
+@click.option("--out", "out", type=click.Path(file_okay=False), help="directory for result.json, CSVs and plots.")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables.")
+def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, dram_gbps, static_w,
+             a100_precision, out, as_json):
+    """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
+    from kaleido.hw.config import ArrayConfig, BufferConfig, parse_array
+    from kaleido.hw.energy import EnergyTable
+    from kaleido.hw.gpu import A100Config
+    from kaleido.hw.report import plot_all, print_report, write_csv, write_json
+    from kaleido.hw.simulate import simulate as run
+    from kaleido.hw.workloads import get_workload, workload_names
+
+    try:
+        names = workload_names() if workload == "all" else [w.strip() for w in workload.split(",") if w.strip()]
+        wls = [get_workload(n, steps) for n in names]
+        R, C = parse_array(array)
+        prof, notes = _load_stats_source(trace, profile, wls[0])
+        low_bits = 4
+        if prof is not None:
+            lbs = {e.stats.low_bits for e in prof.ops.values() if e is not None}
+            if len(lbs) > 1:
+                raise ValueError(f"profile mixes low_bits {sorted(lbs)}; the array has one PARTIAL width")
+            low_bits = lbs.pop() if lbs else 4
+        cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(dram_gbps=dram_gbps), low_bits)
+        energy = EnergyTable(static_w=static_w)
+        a100 = A100Config(precision=a100_precision)
+        results = {}
+        for wl in wls:
+            res = run(wl, prof, cfg, energy=energy, a100=a100, transfer=transfer)
+            res.notes[:0] = notes
+            if prof is not None and "SYNTHETIC" in prof.label:
+                res.notes.append("the reuse statistics come from SYNTHETIC data (see the profile's label)")
+            results[wl.name] = res
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    if as_json:
+        click.echo(json.dumps({n: {k: v for k, v in r.to_dict().items() if k != "gemms"} for n, r in results.items()},
+                              indent=1, default=float))
+    else:
+        for r in results.values():
+            print_report(r)
+    if out:
+        d = Path(out)
+        d.mkdir(parents=True, exist_ok=True)
+        write_json(results, d / "result.json", full=True)
+        files = [d / "result.json", *write_csv(results, d), *plot_all(results, d)]
+        if not as_json:
+            click.echo("wrote " + ", ".join(str(f) for f in files))

@@ -1,0 +1,170 @@
+"""Tables, JSON/CSV files and plots from :class:`~kaleido.hw.simulate.SimResult` objects.
+
+Every number printed or plotted is read from the results; nothing is typed twice.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from .dispatcher import LEVELS
+from .simulate import DESIGN_LEVEL, SimResult
+
+
+def _fmt_time(s: float) -> str:
+    return f"{s:.3g} s" if s < 3600 else f"{s / 3600:.3g} h"
+
+
+def summary_tables(r: SimResult):
+    """Rich tables: headline comparison, energy by component, utilisation, per op kind."""
+    from rich.table import Table
+
+    s = r.summary()
+    w = r.workload
+    head = Table(title=f"{w['name']}: grid {'x'.join(map(str, w['grid_thw']))} = {w['n_video_tokens']:,} video tokens, "
+                       f"{w['steps']} steps x {w['cfg_passes']} pass(es); array {r.array['rows']}x{r.array['cols']} "
+                       f"{r.array['dataflow']} @ {r.array['clock_ghz']} GHz")
+    for c in ("system", "time", "cycles", "PE utilisation", "energy (J)", "speedup of Kaleido", "energy saving of Kaleido"):
+        head.add_column(c, justify="right" if c != "system" else "left")
+    head.add_row("Kaleido", _fmt_time(s["time_s"]["kaleido"]), f"{s['cycles'][f'kaleido[{DESIGN_LEVEL}]']:.4g}",
+                 f"{100 * s['utilisation'][DESIGN_LEVEL]:.1f}%", f"{s['energy_j']['kaleido']:.4g}", "1.00x", "1.00x")
+    head.add_row("dense array", _fmt_time(s["time_s"]["dense_array"]), f"{s['cycles']['dense_array']:.4g}",
+                 f"{100 * s['utilisation']['dense_array']:.1f}%", f"{s['energy_j']['dense_array']:.4g}",
+                 f"{s['speedup']['vs_dense_array']:.2f}x", f"{s['energy_savings']['vs_dense_array']:.2f}x")
+    head.add_row(f"A100 ({r.a100.precision}, raw)", _fmt_time(s["time_s"]["a100"]), "-", "-",
+                 f"{s['energy_j']['a100']:.4g}", f"{s['speedup']['vs_a100_raw']:.2f}x",
+                 f"{s['energy_savings']['vs_a100']:.2f}x")
+    head.add_row("A100 vs iso-peak Kaleido", "-", "-", "-", "-", f"{s['speedup']['vs_a100_iso_peak']:.2f}x", "-")
+    head.caption = (f"raw: one {s['normalisation']['array_peak_tops_int8']:.1f}-TOPS array vs one A100; iso-peak: "
+                    f"Kaleido time / {s['normalisation']['iso_peak_factor']:.1f} (A100 int8 peak 624 TOPS / array peak)")
+
+    en = Table(title="energy by component (J)")
+    en.add_column("component")
+    en.add_column("Kaleido", justify="right")
+    en.add_column("dense array", justify="right")
+    for k in s["energy_by_component_j"]["kaleido"]:
+        en.add_row(k, f"{s['energy_by_component_j']['kaleido'][k]:.4g}", f"{s['energy_by_component_j']['dense_array'][k]:.4g}")
+
+    ut = Table(title="PE utilisation by dispatcher level")
+    ut.add_column("level")
+    ut.add_column("cycles", justify="right")
+    ut.add_column("utilisation", justify="right")
+    ut.add_row("dense array", f"{s['cycles']['dense_array']:.4g}", f"{100 * s['utilisation']['dense_array']:.1f}%")
+    for lv in LEVELS:
+        ut.add_row(f"Kaleido, {lv}", f"{s['cycles'][f'kaleido[{lv}]']:.4g}", f"{100 * s['utilisation'][lv]:.1f}%")
+
+    ops = Table(title="per op kind")
+    for c in ("op", "dense MACs", "8x8", "low-bit", "skipped", "speedup vs dense (cycles)", "A100 time"):
+        ops.add_column(c, justify="right" if c != "op" else "left")
+    for op, d in r.by_op().items():
+        m = max(1.0, d["macs"])
+        ops.add_row(op, f"{d['macs']:.3g}", f"{100 * d['mac8'] / m:.0f}%", f"{100 * d['mac_low'] / m:.0f}%",
+                    f"{100 * d['skipped'] / m:.0f}%", f"{d['speedup_vs_dense']:.2f}x", _fmt_time(d["a100_s"]))
+    return [head, en, ut, ops]
+
+
+def print_report(r: SimResult, console=None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    for t in summary_tables(r):
+        console.print(t)
+    for n in r.notes:
+        console.print(f"[yellow]note:[/] {n}")
+
+
+def write_json(results: dict[str, SimResult], path: Path, full: bool = False) -> None:
+    data = {name: (r.to_dict() if full else {k: v for k, v in r.to_dict().items() if k != "gemms"})
+            for name, r in results.items()}
+    Path(path).write_text(json.dumps(data, indent=1, default=float))
+
+
+def write_csv(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
+    out_dir = Path(out_dir)
+    summ = out_dir / "summary.csv"
+    with summ.open("w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["workload", "kaleido_s", "dense_array_s", "a100_s", "speedup_vs_dense", "speedup_vs_a100_raw",
+                     "speedup_vs_a100_iso_peak", "energy_kaleido_j", "energy_dense_j", "energy_a100_j",
+                     "energy_saving_vs_dense", "energy_saving_vs_a100"] + [f"util_{lv}" for lv in ("dense_array", *LEVELS)])
+        for name, r in results.items():
+            s = r.summary()
+            wr.writerow([name, s["time_s"]["kaleido"], s["time_s"]["dense_array"], s["time_s"]["a100"],
+                         s["speedup"]["vs_dense_array"], s["speedup"]["vs_a100_raw"], s["speedup"]["vs_a100_iso_peak"],
+                         s["energy_j"]["kaleido"], s["energy_j"]["dense_array"], s["energy_j"]["a100"],
+                         s["energy_savings"]["vs_dense_array"], s["energy_savings"]["vs_a100"]]
+                        + [s["utilisation"][lv] for lv in ("dense_array", *LEVELS)])
+    per_op = out_dir / "per_op.csv"
+    with per_op.open("w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["workload", "op", "macs", "mac8", "mac_low", "skipped", "dense_cycles", "kaleido_cycles",
+                     "speedup_vs_dense", "a100_s"])
+        for name, r in results.items():
+            for op, d in r.by_op().items():
+                wr.writerow([name, op, d["macs"], d["mac8"], d["mac_low"], d["skipped"], d["dense_cycles"],
+                             d["kaleido_cycles"], d["speedup_vs_dense"], d["a100_s"]])
+    return [summ, per_op]
+
+
+def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
+    """Bars per workload, utilisation per dispatcher level, and the 480p -> 720p trend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    out_dir = Path(out_dir)
+    names = list(results)
+    sums = {n: results[n].summary() for n in names}
+    files = []
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(names)), 4))
+    x = np.arange(len(names))
+    bars = [("vs dense array", [sums[n]["speedup"]["vs_dense_array"] for n in names]),
+            ("vs A100 (iso-peak)", [sums[n]["speedup"]["vs_a100_iso_peak"] for n in names]),
+            ("energy saving vs A100", [sums[n]["energy_savings"]["vs_a100"] for n in names])]
+    wdt = 0.8 / len(bars)
+    for i, (lab, vals) in enumerate(bars):
+        ax.bar(x + (i - 1) * wdt, vals, wdt, label=lab)
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylabel("x (higher is better)")
+    ax.set_title("Kaleido per workload")
+    ax.legend()
+    fig.tight_layout()
+    files.append(out_dir / "speedup_per_workload.png")
+    fig.savefig(files[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(names)), 4))
+    levels = ("dense_array", *LEVELS)
+    wdt = 0.8 / len(levels)
+    for i, lv in enumerate(levels):
+        ax.bar(x + (i - 1.5) * wdt, [100 * sums[n]["utilisation"][lv] for n in names], wdt, label=lv)
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylabel("PE utilisation (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("PE utilisation: no dispatcher / scheduler / scheduler + matcher")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    files.append(out_dir / "utilisation.png")
+    fig.savefig(files[-1], dpi=120)
+    plt.close(fig)
+
+    models = sorted({n.rsplit("-", 1)[0] for n in names if n.endswith(("480p", "720p"))})
+    pairs = [m for m in models if f"{m}-480p" in results and f"{m}-720p" in results]
+    if pairs:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for m in pairs:
+            ax.plot(["480p", "720p"], [sums[f"{m}-{r}"]["speedup"]["vs_dense_array"] for r in ("480p", "720p")],
+                    marker="o", label=m)
+        ax.set_ylabel("speedup vs dense array")
+        ax.set_title("480p -> 720p trend")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        files.append(out_dir / "trend_480p_720p.png")
+        fig.savefig(files[-1], dpi=120)
+        plt.close(fig)
+    return files

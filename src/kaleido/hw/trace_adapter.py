@@ -1,0 +1,74 @@
+"""Turn a ``kaleido.integrations.trace.ReuseTrace`` into a simulator :class:`Profile`.
+
+The integration's op names map onto :data:`kaleido.hw.workloads.OP_KINDS`; rows of
+non-grid (text) tokens are removed from the counts (a profile counts video rows
+only); op kinds of the workload the trace did not record are kept dense and listed
+in the returned notes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kaleido.reuse import Mode, ModeStats
+
+from .profile import OpProfile, Profile
+from .workloads import Workload
+
+TRACE_OP_TO_KIND = {
+    "self_qk": "self_attn_qk", "cross_qk": "cross_attn_qk", "self_pv": "self_attn_pv", "cross_pv": "cross_attn_pv",
+    "proj_q": "proj_q", "proj_k": "proj_k", "proj_v": "proj_v", "proj_out": "proj_out",
+    "ffn_in": "ffn_up", "ffn_out": "ffn_down", "fused_out": "ffn_down",
+}
+
+
+def _grid_only(rec) -> ModeStats:
+    st = rec.stats()
+    g = rec.grid
+    if g is None:
+        return st
+    nongrid = (g.prefix + g.suffix) * rec.batch * rec.heads
+    mc = st.mode_counts.copy()
+    mc[:, Mode.COMPUTE] -= nongrid
+    pc = None if st.pattern_counts is None else st.pattern_counts.copy()
+    if pc is not None:
+        pc[0] -= nongrid
+    if (mc < 0).any() or (pc is not None and pc[0] < 0):
+        raise ValueError(f"trace record {rec.op!r} layer {rec.layer}: non-grid rows are not all COMPUTE")
+    return ModeStats(st.group_sizes, st.group_names, st.low_bits, mc, pc)
+
+
+def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile, list[str]]:
+    """``(profile, notes)`` from a loaded ``ReuseTrace`` (per-step statistics kept)."""
+    per_kind: dict[str, dict[int, ModeStats]] = {}
+    grid = None
+    for rec in trace:
+        kind = TRACE_OP_TO_KIND.get(rec.op)
+        if kind is None:
+            continue
+        if rec.grid is not None and grid is None:
+            grid = (rec.grid.T, rec.grid.H, rec.grid.W)
+        st = _grid_only(rec)
+        steps = per_kind.setdefault(kind, {})
+        prev = steps.get(rec.step)
+        if prev is not None and (prev.group_sizes, prev.low_bits) != (st.group_sizes, st.low_bits):
+            raise ValueError(f"trace op {rec.op!r} mixes channel-group layouts across layers; the simulator needs one "
+                             "layout per op kind")
+        steps[rec.step] = st if prev is None else prev + st
+    if grid is None or not per_kind:
+        raise ValueError("the trace holds no reuse records with a token grid; record it with reuse enabled")
+    ops: dict[str, OpProfile | None] = {}
+    for kind, steps in per_kind.items():
+        ordered = [steps[s] for s in sorted(steps)]
+        pooled = ordered[0]
+        for s in ordered[1:]:
+            pooled = pooled + s
+        ops[kind] = OpProfile(pooled, ordered if len(ordered) > 1 else [])
+    notes = []
+    if workload is not None:
+        for k in workload.op_kinds():
+            if k not in ops and k != "cross_proj_kv":
+                ops[k] = None
+                notes.append(f"op kind {k!r} not in the trace: simulated dense")
+    model = str(trace.meta.get("model_class", "trace"))
+    return Profile(model, grid, ops, label=f"from ReuseTrace ({model})", source="kaleido.integrations.trace"), notes

@@ -1,0 +1,143 @@
+"""Profile JSON format, loader validation, and the carry-over rule."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from kaleido.hw.profile import OpProfile, Profile, carry_stats
+from kaleido.hw.workloads import get_workload
+from kaleido.reuse import ChannelGroups, ModeMap, ModeStats, TokenGrid
+
+
+def stats(sizes=(44, 42, 42), names=("t", "h", "w"), seed=0, n=300):
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(3, size=(n, len(sizes)), p=[0.3, 0.5, 0.2])
+    mc = np.stack([(rows == k).sum(0) for k in range(3)], 1)
+    pc = None
+    if len(sizes) <= 8:
+        pc = np.bincount((rows * 3 ** np.arange(len(sizes))).sum(1), minlength=3 ** len(sizes))
+    return ModeStats(sizes, names, 4, mc, pc)
+
+
+def wan_profile(grid=(21, 30, 52), model="wan-1.3b", drop=()):
+    wl = get_workload("wan-1.3b-480p")
+    ops = {}
+    for k in wl.op_kinds():
+        if k in drop or k == "cross_proj_kv":
+            continue
+        if k == "self_attn_qk":
+            ops[k] = stats()
+        elif k in ("self_attn_pv", "cross_attn_pv"):
+            ops[k] = None
+        else:
+            g = next(x for x in wl.gemms if x.op == k)
+            n = g.K // 128
+            ops[k] = stats(tuple([128] * n), tuple(f"c{i}" for i in range(n)))
+    return Profile(model, grid, ops, label="test")
+
+
+def test_json_round_trip(tmp_path):
+    p = wan_profile()
+    p.ops["self_attn_qk"] = OpProfile(stats(), [stats(seed=1), stats(seed=2)])
+    p.save(tmp_path / "p.json")
+    q = Profile.load(tmp_path / "p.json")
+    assert q.model == p.model and q.grid == p.grid and set(q.ops) == set(p.ops)
+    a, b = p.ops["self_attn_qk"], q.ops["self_attn_qk"]
+    assert np.array_equal(a.stats.mode_counts, b.stats.mode_counts)
+    assert np.array_equal(a.stats.pattern_counts, b.stats.pattern_counts)
+    assert len(b.per_step) == 2 and q.ops["self_attn_pv"] is None
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d.update(format="other"), "not a Kaleido profile"),
+    (lambda d: d.update(version=7), "version 7"),
+    (lambda d: d.pop("ops"), "missing the key 'ops'"),
+    (lambda d: d.update(grid={"T": 1}), "grid must be"),
+    (lambda d: d["ops"]["self_attn_qk"]["stats"].update(mode_counts=[[1, 2]]), "corrupt statistics"),
+    (lambda d: d["ops"]["self_attn_qk"]["stats"].pop("group_sizes"), "corrupt statistics"),
+    (lambda d: d["ops"].update(attn_magic=None), "unknown"),
+])
+def test_loader_rejects_bad_files(tmp_path, mutate, match):
+    d = wan_profile().to_dict()
+    mutate(d)
+    (tmp_path / "p.json").write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=match):
+        Profile.load(tmp_path / "p.json")
+
+
+def test_loader_rejects_missing_and_non_json(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        Profile.load(tmp_path / "nope.json")
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Profile.load(tmp_path / "x.json")
+
+
+def test_applies_checks_model_grid_and_ops():
+    wl = get_workload("wan-1.3b-480p")
+    wan_profile().check_applies(wl, transfer=False)
+    with pytest.raises(ValueError, match="no entry for op kinds \\['ffn_up'\\]"):
+        wan_profile(drop=("ffn_up",)).check_applies(wl, transfer=False)
+    with pytest.raises(ValueError, match="pass transfer=True"):
+        wan_profile(model="hunyuan").check_applies(wl, transfer=False)
+    with pytest.raises(ValueError, match="pass transfer=True"):  # other resolution, same model
+        wan_profile().check_applies(get_workload("wan-1.3b-720p"), transfer=False)
+    wan_profile().check_applies(get_workload("wan-1.3b-720p"), transfer=True)
+
+
+def test_carry_rule_same_names_keeps_fractions_and_histogram():
+    st = stats()
+    out = carry_stats(st, ((16, 56, 56), ("t", "h", "w")))
+    assert out.group_sizes == (16, 56, 56)
+    assert np.array_equal(out.fractions(), st.fractions())
+    assert np.array_equal(out.pattern_counts, st.pattern_counts)
+
+
+def test_carry_rule_chunks_pools_fractions_and_drops_histogram():
+    st = stats(sizes=(32, 32, 64), names=("c0", "c1", "c2"))
+    out = carry_stats(st, ((128,) * 24, tuple(f"c{i}" for i in range(24))))
+    w = np.array([32, 32, 64]) / 128
+    pooled = (st.fractions() * w[:, None]).sum(0)
+    assert out.pattern_counts is None and len(out.group_sizes) == 24
+    assert np.allclose(out.fractions(), np.tile(pooled, (24, 1)), atol=1.0 / st.n_rows)
+
+
+def test_stats_for_transfers_to_other_resolution_and_model():
+    p = wan_profile()
+    hy = get_workload("hunyuan-720p", steps=2)
+    s = p.stats_for(hy, "self_attn_qk", 128, transfer=True)
+    assert s.group_sizes == (16, 56, 56) and np.array_equal(s.fractions(), p.ops["self_attn_qk"].stats.fractions())
+    s = p.stats_for(hy, "ffn_down", 12288, transfer=True)
+    assert s.group_sizes == (128,) * 96 and s.pattern_counts is None
+    with pytest.raises(ValueError, match="K=12288"):
+        p.stats_for(hy, "ffn_down", 12288, transfer=False)
+    # on its own model and grid the profile is used as measured
+    wl = get_workload("wan-1.3b-480p")
+    assert p.stats_for(wl, "self_attn_qk", 128) is p.ops["self_attn_qk"].stats
+
+
+def test_per_step_mapping():
+    op = OpProfile(stats(), [stats(seed=i) for i in range(5)])
+    assert [next(i for i, x in enumerate(op.per_step) if x is op.at_step(s, 9)) for s in range(9)] == [0, 1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_from_mode_maps_counts_video_rows_only():
+    grid = TokenGrid(2, 3, 4, prefix=5)
+    groups = ChannelGroups.from_rope(4, 2, 2)
+    modes = torch.zeros(2, grid.seq_len, 3, dtype=torch.uint8)
+    modes[:, grid.prefix + 12:, :] = 2  # frame t=1 fully reused
+    p = Profile.from_mode_maps("x", {"self_attn_qk": [ModeMap(modes, grid, groups, 4)], "self_attn_pv": None})
+    st = p.ops["self_attn_qk"].stats
+    assert st.n_rows == 2 * 24 and st.mode_counts[:, 2].tolist() == [24, 24, 24]
+    assert p.grid == (2, 3, 4)
+
+
+def test_shipped_example_profile_is_labelled_synthetic():
+    from importlib.resources import files
+
+    p = Profile.load(files("kaleido") / "assets" / "profiles" / "synthetic_correlated.json")
+    assert "SYNTHETIC" in p.label and p.ops["self_attn_qk"] is not None
+    f = p.ops["self_attn_qk"].stats.fractions()
+    assert (f[:, 1] > 0).all() and (f[:, 2] > 0).all()  # real maps with all three modes
