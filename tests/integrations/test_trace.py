@@ -104,6 +104,15 @@ def test_truncated_other_model_bad_version(tmp_path, wan_trace):
         ReuseTrace.load(tmp_path / "short.safetensors")
 
 
+def test_hand_off_to_the_simulator(wan_trace):
+    prof, _notes = wan_trace.to_profile()
+    assert prof.grid == (3, 4, 4)
+    qk = prof.ops["self_attn_qk"].stats
+    # video rows only: batch 1 x 2 heads x 48 tokens x 2 layers x 2 steps
+    assert qk.n_rows == 1 * 2 * 48 * 2 * 2
+    assert np.array_equal(qk.mode_counts, wan_trace.op_kind_stats()["self_qk"].mode_counts)
+
+
 def test_get_trace_without_apply_is_an_error():
     with pytest.raises(ValueError, match="not applied"):
         get_trace(torch.nn.Linear(2, 2))

@@ -31,7 +31,9 @@ Op switches and the GEMMs they cover (the trace's op names):
   axis blocks (``groups: rope``) or channel chunks (``groups: chunk``, the only
   choice for a model without RoPE such as CogVideoX-2B).
 * ``cross_qk``: cross-attention ``q.k^T`` (``cross_qk``), chunk groups of ``q``.
-* ``proj``: ``proj_q``, ``proj_k``, ``proj_v``, ``proj_out`` on video tokens.
+* ``proj``: ``proj_q``, ``proj_k``, ``proj_v``, ``proj_out`` on video tokens, and the
+  cross-attention's ``cross_proj_q`` / ``cross_proj_out`` (its key/value projections
+  read text tokens and stay dense).
 * ``ffn``: ``ffn_in``, ``ffn_out`` and HunyuanVideo's single-stream ``fused_out``.
 * ``pv``: ``self_pv``, ``cross_pv`` (``A = P``, groups are chunks of keys).
 
@@ -64,6 +66,8 @@ OP_SWITCH_OF = {
     "proj_k": "proj",
     "proj_v": "proj",
     "proj_out": "proj",
+    "cross_proj_q": "proj",
+    "cross_proj_out": "proj",
     "ffn_in": "ffn",
     "ffn_out": "ffn",
     "fused_out": "ffn",

@@ -348,11 +348,15 @@ class ReuseTrace:
         return cls(_records_from_tables(tensors, meta, str(path)), meta)
 
     # -- hand-off to the simulator ----------------------------------------------------
-    def to_profile(self, name: str | None = None):
-        """This trace as the accelerator simulator's workload profile (``kaleido.hw.profile``)."""
-        from .hw_profile import trace_to_profile
+    def to_profile(self, workload=None):
+        """``(Profile, notes)``: this trace as the accelerator simulator's input.
 
-        return trace_to_profile(self, name=name)
+        Delegates to :func:`kaleido.hw.trace_adapter.profile_from_trace` (owned by the
+        simulator), which keeps video rows only and per-step statistics.
+        """
+        from kaleido.hw.trace_adapter import profile_from_trace
+
+        return profile_from_trace(self, workload)
 
 
 def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> list[TraceRecord]:

@@ -141,12 +141,13 @@ class WanAdapter(ModelAdapter):
         sites = []
         for i, b in enumerate(model.blocks):
             p = f"blocks.{i}"
-            for attn_name, attn in (("attn1", b.attn1), ("attn2", b.attn2)):
-                sites.append(LinearSite(f"{p}.{attn_name}.to_q", attn.to_q, i, "proj_q"))
-                if attn_name == "attn1":  # attn2's keys/values are text tokens: never reused
-                    sites.append(LinearSite(f"{p}.{attn_name}.to_k", attn.to_k, i, "proj_k"))
-                    sites.append(LinearSite(f"{p}.{attn_name}.to_v", attn.to_v, i, "proj_v"))
-                sites.append(LinearSite(f"{p}.{attn_name}.to_out.0", attn.to_out[0], i, "proj_out"))
+            sites.append(LinearSite(f"{p}.attn1.to_q", b.attn1.to_q, i, "proj_q"))
+            sites.append(LinearSite(f"{p}.attn1.to_k", b.attn1.to_k, i, "proj_k"))
+            sites.append(LinearSite(f"{p}.attn1.to_v", b.attn1.to_v, i, "proj_v"))
+            sites.append(LinearSite(f"{p}.attn1.to_out.0", b.attn1.to_out[0], i, "proj_out"))
+            # cross-attention: queries and output are video tokens; keys/values are text (never reused)
+            sites.append(LinearSite(f"{p}.attn2.to_q", b.attn2.to_q, i, "cross_proj_q"))
+            sites.append(LinearSite(f"{p}.attn2.to_out.0", b.attn2.to_out[0], i, "cross_proj_out"))
             sites.append(LinearSite(f"{p}.ffn.net.0.proj", b.ffn.net[0].proj, i, "ffn_in"))
             sites.append(LinearSite(f"{p}.ffn.net.2", b.ffn.net[2], i, "ffn_out"))
         return sites

@@ -1,0 +1,220 @@
+"""Dense-versus-Kaleido generation on a diffusers pipeline: what ``kaleido generate``,
+``kaleido sweep`` and ``benchmarks/bench_generate.py`` run.
+
+Each (prompt, seed) is generated twice with the same seed - stock transformer, then
+with Kaleido applied - and compared on the decoded RGB frames
+(:func:`kaleido.metrics.compare_videos`); the Kaleido run's :class:`ReuseTrace`
+gives the reuse statistics.  Wall times are measured for the whole pipeline call and
+for the transformer alone (forward hooks around ``pipe.transformer``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from kaleido.metrics import VideoComparison, compare_videos
+
+from .apply import apply, get_trace, remove
+from .config import KaleidoConfig
+from .trace import ReuseTrace, merge_summaries
+
+#: 8 prompts of the miniature pipeline's world (6 procedural scenes, 2 real clips)
+EVAL_PROMPTS: tuple[str, ...] = (
+    "a red circle moving right on a striped background",
+    "a blue square moving up on a plain background",
+    "a green triangle moving left on a checkered background",
+    "a yellow circle rotating on a gradient background",
+    "a purple square growing on a cloudy background",
+    "a cyan triangle moving down on a striped background",
+    "a real video of a cartoon forest",
+    "a real video of people riding bikes on a street",
+)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class GenerationSettings:
+    """Pipeline call settings; ``None`` leaves the pipeline's own default."""
+
+    steps: int | None = None
+    frames: int | None = None
+    height: int | None = None
+    width: int | None = None
+    guidance: float | None = None
+    negative_prompt: str | None = None
+
+    def call_kwargs(self) -> dict[str, Any]:
+        kw = {
+            "num_inference_steps": self.steps,
+            "num_frames": self.frames,
+            "height": self.height,
+            "width": self.width,
+            "guidance_scale": self.guidance,
+            "negative_prompt": self.negative_prompt,
+        }
+        return {k: v for k, v in kw.items() if v is not None}
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def tiny_defaults() -> GenerationSettings:
+    """The shipped miniature pipeline's demo settings."""
+    from kaleido.tiny.pipeline import TINY_DEMO
+
+    d = TINY_DEMO
+    return GenerationSettings(d.num_inference_steps, d.num_frames, d.height, d.width, d.guidance_scale, d.negative_prompt)
+
+
+def load_any_pipeline(model: str, device: str = "cpu", dtype: str = "fp32"):
+    """``"tiny"`` (shipped), a local diffusers folder, or a hub id -> a pipeline on ``device``.
+
+    Wan folders and ids go through :func:`kaleido.tiny.pipeline.load_pipeline` (VAE in
+    float32 for real checkpoints); other pipelines through ``DiffusionPipeline``.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {list(DTYPES)}")
+    torch_dtype = DTYPES[dtype]
+    from kaleido.tiny.pipeline import load_pipeline
+
+    if model == "tiny":
+        return load_pipeline("tiny", device=device, dtype=torch_dtype)
+    index = Path(model) / "model_index.json"
+    if os.path.isdir(model):
+        if not index.is_file():
+            raise ValueError(f"{model!r} is a folder without model_index.json: pass a diffusers pipeline folder")
+        cls = json.loads(index.read_text()).get("_class_name", "")
+        if cls == "WanPipeline":
+            return load_pipeline(model, device=device, dtype=torch_dtype)
+    elif model.count("/") != 1 or model.startswith((".", "/")):
+        raise ValueError(f"model {model!r} is neither 'tiny', an existing pipeline folder, nor a hub id like 'org/name'")
+    from diffusers import DiffusionPipeline
+
+    return DiffusionPipeline.from_pretrained(model, torch_dtype=torch_dtype).to(device)
+
+
+class TransformerTimer:
+    """Accumulates the wall time of ``module``'s forward calls."""
+
+    def __init__(self, module: torch.nn.Module):
+        self.seconds = 0.0
+        self.calls = 0
+        self._t0 = 0.0
+        self._handles = [
+            module.register_forward_pre_hook(self._pre),
+            module.register_forward_hook(self._post),
+        ]
+
+    def _pre(self, *args) -> None:
+        self._t0 = time.perf_counter()
+
+    def _post(self, *args) -> None:
+        self.seconds += time.perf_counter() - self._t0
+        self.calls += 1
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def generate(pipe, prompt: str, seed: int, settings: GenerationSettings) -> tuple[np.ndarray, float, float]:
+    """``(frames (F, H, W, 3) in [0, 1], pipeline seconds, transformer seconds)``."""
+    device = getattr(pipe, "_execution_device", None) or pipe.device
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    timer = TransformerTimer(pipe.transformer)
+    try:
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = pipe(prompt=prompt, generator=gen, output_type="np", **settings.call_kwargs())
+        wall = time.perf_counter() - t0
+    finally:
+        timer.close()
+    frames = out.frames[0] if hasattr(out, "frames") else out[0][0]
+    frames = np.asarray(frames, dtype=np.float32)
+    return np.clip(frames, 0.0, 1.0), wall, timer.seconds
+
+
+@dataclass
+class RunResult:
+    """One (prompt, seed) generated dense and with Kaleido."""
+
+    prompt: str
+    seed: int
+    dense: np.ndarray
+    kaleido: np.ndarray
+    comparison: VideoComparison
+    trace: ReuseTrace
+    wall_s: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "prompt": self.prompt,
+            "seed": self.seed,
+            **self.comparison.to_dict(),
+            "wall_s": dict(self.wall_s),
+            "reuse": self.trace.summary(),
+        }
+
+
+def dense_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings,
+               progress: bool = True) -> dict[tuple[str, int], tuple[np.ndarray, float, float]]:
+    """Dense generations keyed by (prompt, seed)."""
+    from tqdm.auto import tqdm
+
+    out = {}
+    pairs = [(p, s) for p in prompts for s in seeds]
+    for p, s in tqdm(pairs, desc="dense", disable=not progress):
+        out[(p, s)] = generate(pipe, p, s, settings)
+    return out
+
+
+def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationSettings, progress: bool = True,
+                 desc: str = "kaleido", lpips: bool = True) -> list[RunResult]:
+    """Kaleido generations of every key of ``dense``, compared with them."""
+    from tqdm.auto import tqdm
+
+    results = []
+    apply(pipe.transformer, config)
+    try:
+        for (p, s), (ref, wall_d, tr_d) in tqdm(list(dense.items()), desc=desc, disable=not progress):
+            frames, wall_k, tr_k = generate(pipe, p, s, settings)
+            trace = get_trace(pipe.transformer)
+            if trace is None:
+                raise RuntimeError("Kaleido recorded no trace: the pipeline never called the patched transformer")
+            cmp = compare_videos(ref, frames, lpips=lpips)
+            results.append(RunResult(p, s, ref, frames, cmp, trace, {
+                "dense_pipeline": wall_d, "kaleido_pipeline": wall_k,
+                "dense_transformer": tr_d, "kaleido_transformer": tr_k,
+            }))
+    finally:
+        remove(pipe.transformer)
+    return results
+
+
+def aggregate(results: Iterable[RunResult]) -> dict[str, Any]:
+    """Means over runs: PSNR, SSIM, reuse statistics, wall times and their ratios."""
+    results = list(results)
+    if not results:
+        raise ValueError("no runs to aggregate")
+    psnr = [r.comparison.psnr_mean_db for r in results]
+    walls = {k: float(np.sum([r.wall_s[k] for r in results])) for k in results[0].wall_s}
+    return {
+        "runs": len(results),
+        "psnr_mean_db": "inf" if all(np.isinf(psnr)) else float(np.mean([p for p in psnr if np.isfinite(p)])),
+        "psnr_min_db": "inf" if all(np.isinf(psnr)) else float(np.min(psnr)),
+        "ssim_mean": float(np.mean([r.comparison.ssim_mean for r in results])),
+        "ssim_min": float(np.min([r.comparison.ssim_mean for r in results])),
+        "max_abs_diff": float(np.max([r.comparison.max_abs_diff for r in results])),
+        "wall_s_total": walls,
+        "wall_ratio_pipeline": walls["kaleido_pipeline"] / max(walls["dense_pipeline"], 1e-12),
+        "wall_ratio_transformer": walls["kaleido_transformer"] / max(walls["dense_transformer"], 1e-12),
+        "reuse": merge_summaries(r.trace for r in results),
+    }
