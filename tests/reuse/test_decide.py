@@ -132,3 +132,19 @@ def test_decide_rejects_bad_input():
         decide(A_q, grid, groups, ReuseConfig(1, 4, dense_steps=1))
     with pytest.raises(ValueError, match="unknown reuse axis 'x'"):
         ChannelGroups((2, 4), ("t", "x"), ("a", "b"))
+
+
+@FAST
+@given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
+def test_decide_with_anchors_agrees_with_anchor_index(grid, groups, cfg, seed):
+    from kaleido.reuse import decide_with_anchors
+
+    A_q = correlated_int8((2,), grid, groups.dim, seed)
+    mm, anchors = decide_with_anchors(A_q, grid, groups, cfg)
+    assert torch.equal(mm.modes, decide(A_q, grid, groups, cfg).modes)
+    assert torch.equal(anchors, anchor_index(mm))
+    A = torch.randn(2, grid.seq_len, groups.dim).transpose(-1, -2).contiguous().transpose(-1, -2)  # strided view
+    eff = effective_operand(A, mm, anchors)
+    for g, sl in enumerate(groups.slices):
+        idx = anchors[..., g : g + 1].expand(-1, -1, sl.stop - sl.start)
+        assert torch.equal(eff[..., sl], torch.gather(A[..., sl], -2, idx))

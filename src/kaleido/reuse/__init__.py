@@ -13,7 +13,7 @@ from .modes import MAX_PATTERN_GROUPS, Mode, ModeMap, ModeStats
 from .opcounts import OpCounts
 from .config import GRANULARITIES, METRICS, ReuseConfig
 from .quant import quantize, quantize_columns
-from .decide import anchor_index, decide, effective_operand
+from .decide import anchor_index, decide, decide_with_anchors, effective_operand
 from .matmul import dequantize_group_products, int8_group_products, reuse_matmul
 from .attention import AttentionStats, head_saved_fractions, reuse_attention
 from .linear import reuse_linear
@@ -35,6 +35,7 @@ __all__ = [
     "quantize_columns",
     "decide",
     "anchor_index",
+    "decide_with_anchors",
     "effective_operand",
     "reuse_matmul",
     "int8_group_products",

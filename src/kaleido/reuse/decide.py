@@ -25,6 +25,8 @@ gathers that operand (the float path multiplies it densely).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .config import ReuseConfig
@@ -52,6 +54,20 @@ def decide(A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: Re
     ``S == grid.seq_len`` rows in sequence order, ``K == groups.dim`` channels.
     Returns a :class:`ModeMap` of shape ``(..., S, G)``.
     """
+    return _decide(A_q, grid, groups, config, with_anchors=False)[0]
+
+
+def decide_with_anchors(
+    A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig
+) -> tuple[ModeMap, torch.Tensor]:
+    """:func:`decide` and :func:`anchor_index` of its map in one pass over the grid lines."""
+    mode_map, anchors = _decide(A_q, grid, groups, config, with_anchors=True)
+    return mode_map, anchors
+
+
+def _decide(
+    A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig, with_anchors: bool
+) -> tuple[ModeMap, torch.Tensor | None]:
     if not isinstance(A_q, torch.Tensor) or A_q.dtype != torch.int8:
         raise ValueError(
             f"decide expects the int8 operand A_q, got {getattr(A_q, 'dtype', type(A_q).__name__)}; "
@@ -64,17 +80,26 @@ def decide(A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: Re
     check_plain_config(config)
 
     lead = tuple(A_q.shape[:-2])
-    modes = torch.zeros(*lead, grid.seq_len, len(groups), dtype=torch.uint8)
+    S, G = grid.seq_len, len(groups)
+    modes = torch.zeros(*lead, S, G, dtype=torch.uint8)
+    anchors = None
+    if with_anchors:
+        anchors = torch.arange(S, dtype=torch.int64).view(S, 1).expand(*lead, S, G).clone()
     if config.theta2 == 0.0:  # Delta >= 0 is never < 0: every row computes
-        return ModeMap(modes, grid, groups, config.low_bits)
+        return ModeMap(modes, grid, groups, config.low_bits), anchors
 
     lo, hi = -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1
     linf = config.metric == "linf"
     rows = A_q[..., grid.grid_slice, :]
+    own = torch.arange(grid.prefix, grid.prefix + grid.n_grid, dtype=torch.int64).view(grid.n_grid, 1)
     for g, (sl, size, axis) in enumerate(zip(groups.slices, groups.sizes, groups.axes)):
         lines = grid.to_lines(rows[..., sl], axis).to(torch.int16)  # (L, *lead, n_lines, Kg)
         L = lines.shape[0]
         mode_lines = torch.zeros(lines.shape[:-1], dtype=torch.uint8)  # position 0: COMPUTE
+        if with_anchors:
+            own_lines = grid.to_lines(own, axis)[..., 0]  # (L, n_lines)
+            anc_lines = torch.empty(lines.shape[:-1], dtype=torch.int64)
+            anc_lines[0] = own_lines[0]
         if linf:
             t1, t2 = config.theta1, config.theta2
         else:  # mean|d| < theta  <=>  sum|d| < theta * Kg (integers, no rounding of the mean)
@@ -95,8 +120,12 @@ def decide(A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: Re
                 partial &= fits
             mode_lines[p] = full.to(torch.uint8) * _FULL + partial.to(torch.uint8)
             eff = torch.where(full.unsqueeze(-1), eff, cur)
+            if with_anchors:
+                anc_lines[p] = torch.where(full, anc_lines[p - 1], own_lines[p])
         modes[..., grid.grid_slice, g] = grid.from_lines(mode_lines.unsqueeze(-1), axis)[..., 0]
-    return ModeMap(modes, grid, groups, config.low_bits)
+        if with_anchors:
+            anchors[..., grid.grid_slice, g] = grid.from_lines(anc_lines.unsqueeze(-1), axis)[..., 0]
+    return ModeMap(modes, grid, groups, config.low_bits), anchors
 
 
 def anchor_index(mode_map: ModeMap) -> torch.Tensor:
@@ -142,12 +171,19 @@ def effective_operand(A: torch.Tensor, mode_map: ModeMap, anchors: torch.Tensor 
             f"operand of shape {tuple(A.shape)} does not match the mode map's rows {tuple(mode_map.modes.shape[:-1])}"
         )
     groups.check_dim(A.shape[-1], "operand A")
+    if not bool((mode_map.modes == _FULL).any()):
+        return A
     if anchors is None:
-        if not bool((mode_map.modes == _FULL).any()):
-            return A
         anchors = anchor_index(mode_map)
-    out = torch.empty(A.shape, dtype=A.dtype, device=A.device)
+    lead = tuple(A.shape[:-2])
+    S, K = A.shape[-2], A.shape[-1]
+    n_mat = math.prod(lead)
+    flat_A = A.reshape(n_mat * S, K)  # one matrix after another (copies a strided view once)
+    flat_idx = anchors.reshape(n_mat, S, -1)
+    if n_mat > 1:
+        flat_idx = flat_idx + (torch.arange(n_mat, device=anchors.device) * S).view(n_mat, 1, 1)
+    flat_idx = flat_idx.reshape(n_mat * S, -1)
+    out = torch.empty(n_mat * S, K, dtype=A.dtype, device=A.device)
     for g, sl in enumerate(groups.slices):
-        idx = anchors[..., g : g + 1].expand(*A.shape[:-1], sl.stop - sl.start)
-        out[..., sl] = torch.gather(A[..., sl], -2, idx)
-    return out
+        out[:, sl] = torch.index_select(flat_A[:, sl], 0, flat_idx[:, g])
+    return out.view(*lead, S, K)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import ReuseConfig
-from .decide import check_plain_config, decide, effective_operand
+from .decide import check_plain_config, decide, decide_with_anchors, effective_operand
 from .grid import TokenGrid
 from .groups import ChannelGroups
 from .matmul import int8_matmul_from_map
@@ -50,11 +50,13 @@ def reuse_linear(
     grid.check_seq_len(x.shape[-2], "linear input")
     check_plain_config(config)
     x_q, scale_x = quantize(x, groups, config.granularity)
-    mode_map = decide(x_q, grid, groups, config)
-    ops = mode_map.op_counts(weight.shape[0])
     if exact_int8:
+        mode_map = decide(x_q, grid, groups, config)
+        ops = mode_map.op_counts(weight.shape[0])
         y = int8_matmul_from_map(x_q, scale_x, mode_map, weight.t()).to(x.dtype)
         if bias is not None:
             y = y + bias
         return y, mode_map, ops
-    return F.linear(effective_operand(x, mode_map), weight, bias), mode_map, ops
+    mode_map, anchors = decide_with_anchors(x_q, grid, groups, config)
+    y = F.linear(effective_operand(x, mode_map, anchors), weight, bias)
+    return y, mode_map, mode_map.op_counts(weight.shape[0])
