@@ -1,0 +1,89 @@
+"""`kaleido generate` / `kaleido sweep` on a tiny random Wan pipeline saved to a folder (offline)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kaleido.cli.main import cli
+
+FAST = ["--steps", "2", "--frames", "5", "--height", "32", "--width", "32"]
+
+
+@pytest.fixture(scope="module")
+def pipe_dir(tmp_path_factory):
+    from kaleido.integrations.testing import tiny_random_wan_pipeline
+
+    d = tmp_path_factory.mktemp("pipe") / "tiny-random-wan"
+    tiny_random_wan_pipeline().save_pretrained(str(d), safe_serialization=True)
+    return d
+
+
+def test_generate_writes_videos_metrics_and_trace(tmp_path, pipe_dir):
+    from kaleido.integrations import KaleidoConfig, ReuseTrace
+    from kaleido.video_io import read_video
+
+    cfg = tmp_path / "cfg.yaml"
+    KaleidoConfig.from_dict({"reuse": {"theta1": 2, "theta2": 8, "dense_steps": 1}}).save(cfg)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["generate", "--model", str(pipe_dir), "--prompt", "a red circle", "--seed", "3",
+                                   "--config", str(cfg), "--out", str(out), *FAST])
+    assert res.exit_code == 0, res.output
+    for name in ("dense", "kaleido", "side_by_side"):
+        assert (out / f"{name}.mp4").stat().st_size > 0 and (out / f"{name}.gif").stat().st_size > 0
+    v = read_video(out / "side_by_side.mp4")
+    assert v.shape[0] == 5 and v.shape[2] == 3 * 32 + 2 * 2  # [dense | kaleido | diff]
+    m = json.loads((out / "metrics.json").read_text())
+    run = m["runs"][0]
+    assert len(run["psnr_db"]) == len(run["ssim"]) == 5
+    assert run["lpips"]["status"] in ("skipped", "computed")
+    if run["lpips"]["status"] == "skipped":
+        assert run["lpips"]["reason"]
+    reuse = run["reuse"]
+    assert {"self_qk", "cross_qk", "proj_q", "ffn_in", "ffn_out", "dense"} <= set(reuse["per_op"])
+    for d in reuse["per_op"].values():
+        assert abs(sum(d["mac_fractions"].values()) - 1) < 1e-9
+    assert reuse["whole_transformer"]["dense_macs"] > reuse["reusable_ops"]["dense_macs"]
+    assert set(run["wall_s"]) == {"dense_pipeline", "kaleido_pipeline", "dense_transformer", "kaleido_transformer"}
+    assert m["aggregate"]["wall_ratio_pipeline"] > 0
+    trace = ReuseTrace.load(out / "trace.safetensors", expected_model_class="WanTransformer3DModel")
+    assert trace.steps == [0, 1]
+    assert KaleidoConfig.load(out / "config.yaml") == KaleidoConfig.load(cfg)
+
+
+def test_generate_zero_thresholds_give_the_dense_video(tmp_path, pipe_dir):
+    from kaleido.integrations import KaleidoConfig
+
+    cfg = tmp_path / "dense.json"
+    KaleidoConfig.dense().save(cfg)
+    res = CliRunner().invoke(cli, ["generate", "--model", str(pipe_dir), "--config", str(cfg), "--out",
+                                   str(tmp_path / "o"), "--prompt", "a", "--prompt", "b", *FAST])
+    assert res.exit_code == 0, res.output
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert len(m["runs"]) == 2 and (tmp_path / "o" / "run-1" / "kaleido.gif").exists()
+    assert m["aggregate"]["max_abs_diff"] < 1e-5
+
+
+def test_generate_bad_input(tmp_path, pipe_dir):
+    r = CliRunner().invoke(cli, ["generate", "--model", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "model_index.json" in r.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("reuse: {theta1: 9, theta2: 1}\n")
+    r = CliRunner().invoke(cli, ["generate", "--model", str(pipe_dir), "--config", str(bad), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "theta1" in r.output
+
+
+def test_sweep_writes_csv_and_plot(tmp_path, pipe_dir):
+    out = tmp_path / "sweep"
+    r = CliRunner().invoke(cli, ["sweep", "--model", str(pipe_dir), "--points", "0:0,4:8", "--prompts", "1",
+                                 "--seeds", "1", "--out", str(out), *FAST])
+    assert r.exit_code == 0, r.output
+    rows = json.loads((out / "sweep.json").read_text())
+    assert [(x["theta1"], x["theta2"]) for x in rows] == [(0, 0), (4, 8)]
+    assert rows[0]["max_abs_diff"] < 1e-5 and rows[0]["saved_whole_transformer"] == 0
+    assert rows[1]["saved_self_qk"] >= rows[0]["saved_self_qk"]
+    assert (out / "sweep.png").stat().st_size > 0 and "saved_self_qk" in (out / "sweep.csv").read_text()
+    r = CliRunner().invoke(cli, ["sweep", "--model", str(pipe_dir), "--points", "1-2", "--out", str(out)])
+    assert r.exit_code == 2 and "THETA1:THETA2" in r.output
