@@ -5,7 +5,7 @@ tokens), 2 heads, batch 1, one thread; q/k/v from the demo's seeded synthetic sc
 Every timing is the median of ``--repeats`` runs, interleaved so that load from
 other processes hits all variants alike.  Printed ratios (all measured in this run):
 
-* decision / dense: quantise q + decide + anchor_index + gather of the effective q
+* decision / dense: quantise q + decide (with anchors) + gather of the effective q
   (everything the float path adds before its single SDPA call); target <= 0.25;
 * float path / dense: ``reuse_attention`` (float path) end to end; target <= 2.0;
 * int8 path / dense: ``reuse_attention(exact_int8=True)`` end to end (reported).
@@ -31,8 +31,8 @@ from kaleido.reuse import (  # noqa: E402
     ChannelGroups,
     ReuseConfig,
     TokenGrid,
-    anchor_index,
     decide,
+    decide_with_anchors,
     effective_operand,
     quantize,
     reuse_attention,
@@ -63,8 +63,8 @@ def main() -> None:
 
     def decision():
         q_q, _ = quantize(qt, groups, config.granularity)
-        mm = decide(q_q, grid, groups, config)
-        return effective_operand(qt, mm, anchor_index(mm))
+        mm, anchors = decide_with_anchors(q_q, grid, groups, config)
+        return effective_operand(qt, mm, anchors)
 
     def decide_only():
         q_q, _ = quantize(qt, groups, config.granularity)
