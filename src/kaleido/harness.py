@@ -26,31 +26,18 @@ import torch
 
 
 def video_quality(video: np.ndarray, reference: np.ndarray) -> dict:
-    """PSNR (peak 1.0) and SSIM of ``video`` against ``reference``, both (F, H, W, 3) floats in [0, 1].
+    """PSNR (peak 1.0) and SSIM of ``video`` against ``reference`` via :func:`kaleido.metrics.compare_videos`.
 
-    Returns per-frame lists and means; an identical frame has PSNR ``inf`` (the mean
-    is then ``inf`` too; JSON stores it as the string ``"inf"``).
+    ``psnr`` is the mean over frames that differ (``inf`` when all are identical);
+    LPIPS is recorded with its status (skipped offline when its weights are missing).
     """
-    try:  # one definition project-wide once kaleido.metrics lands
-        from kaleido import metrics as _m  # type: ignore[attr-defined]
+    from kaleido.metrics import compare_videos
 
-        if hasattr(_m, "video_psnr_ssim"):
-            return _m.video_psnr_ssim(video, reference)
-    except ImportError:
-        pass
-    from skimage.metrics import structural_similarity
-
-    if video.shape != reference.shape or video.ndim != 4:
-        raise ValueError(f"videos must both be (F, H, W, 3); got {video.shape} and {reference.shape}")
-    psnr, ssim = [], []
-    for a, b in zip(video.astype(np.float64), reference.astype(np.float64)):
-        mse = float(np.mean((a - b) ** 2))
-        psnr.append(math.inf if mse == 0 else 10.0 * math.log10(1.0 / mse))
-        win = min(7, a.shape[0], a.shape[1])
-        win -= (win + 1) % 2  # odd window
-        ssim.append(float(structural_similarity(a, b, data_range=1.0, channel_axis=-1, win_size=max(win, 3))))
-    return {"psnr_per_frame": psnr, "ssim_per_frame": ssim,
-            "psnr": float(np.mean(psnr)), "ssim": float(np.mean(ssim))}
+    cmp = compare_videos(reference, video, lpips=True)
+    d = cmp.to_dict()
+    return {"psnr": cmp.psnr_mean_db, "ssim": cmp.ssim_mean, "psnr_per_frame": [float(x) for x in cmp.psnr_db],
+            "ssim_per_frame": d["ssim"], "identical_frames": cmp.identical_frames, "max_abs_diff": cmp.max_abs_diff,
+            "lpips": d["lpips"]}
 
 
 def thumbnail_strip(video: np.ndarray, n: int = 3) -> str:
