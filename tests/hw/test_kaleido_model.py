@@ -11,7 +11,7 @@ from kaleido.hw.energy import EnergyTable
 from kaleido.hw.simulate import simulate_gemm
 from kaleido.reuse import Mode, ModeStats
 
-KIB = {"ifmap": 512, "filter": 512, "ofmap": 256}
+KIB = {"ifmap": 1536, "filter": 1536, "ofmap": 512}
 
 
 def energy(res, table=EnergyTable()):

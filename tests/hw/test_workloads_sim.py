@@ -139,3 +139,17 @@ def test_cli_bad_input(args, match):
 
     res = CliRunner().invoke(cli, ["simulate", *args])
     assert res.exit_code == 2 and match in res.output, res.output
+
+
+def test_baseline_registry():
+    from kaleido.hw.baselines import BaselineResult, baseline_names, register_baseline, run_baseline
+
+    wl = get_workload("cogvideox-2b-480p", steps=1)
+    assert {"dense-array", "a100"} <= set(baseline_names())
+    s = simulate(wl, None).summary()
+    assert run_baseline("dense-array", wl).time_s == pytest.approx(s["time_s"]["dense_array"])
+    assert run_baseline("a100", wl).time_s == pytest.approx(s["time_s"]["a100"])
+    with pytest.raises(ValueError, match="unknown baseline"):
+        run_baseline("adaptiv", wl)
+    with pytest.raises(ValueError, match="already registered"):
+        register_baseline("a100", lambda w, c: BaselineResult("x", 0, 0))

@@ -31,11 +31,15 @@ class BufferConfig:
     each holds the tile being used and half the tile being fetched.
     ``dram_gbps``: off-chip bandwidth in GB/s (1e9 bytes/s); ``dram_pj_per_bit`` is
     taken from the energy table, not from here.
+
+    Defaults: SCALE-Sim v2's TPU-v1 preset (``configs/google.cfg``: 256x256 PEs,
+    6144/6144/2048 KB) scaled by the PE count to a 128x128 array (1/4), and one HBM2
+    stack (JESD235A: 1024 bits at 2 Gb/s per pin = 256 GB/s).
     """
 
-    ifmap_kib: int = 512
-    filter_kib: int = 512
-    ofmap_kib: int = 256
+    ifmap_kib: int = 1536
+    filter_kib: int = 1536
+    ofmap_kib: int = 512
     dram_gbps: float = 256.0
     double_buffered: bool = True
 
