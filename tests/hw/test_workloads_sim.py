@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -11,7 +10,7 @@ from kaleido.hw.energy import EnergyTable
 from kaleido.hw.gpu import A100Config, a100_gemm
 from kaleido.hw.profile import Profile
 from kaleido.hw.simulate import simulate
-from kaleido.hw.workloads import Gemm, get_workload, workload_names
+from kaleido.hw.workloads import Gemm, get_workload
 
 
 def example():

@@ -20,7 +20,6 @@ from .config import ArrayConfig
 from .dispatcher import LEVELS, RowStats, dispatch
 from .energy import ActionCounts, EnergyTable
 from .gpu import A100Config, a100_gemm
-from .mapping import ceil_div
 from .memory import dram_bytes, sram_bytes
 from .profile import Profile
 from .workloads import Gemm, Workload

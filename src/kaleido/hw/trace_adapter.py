@@ -8,8 +8,6 @@ in the returned notes.
 
 from __future__ import annotations
 
-import numpy as np
-
 from kaleido.reuse import Mode, ModeStats
 
 from .profile import OpProfile, Profile
