@@ -81,24 +81,25 @@ def _decide(
 
     lead = tuple(A_q.shape[:-2])
     S, G = grid.seq_len, len(groups)
-    modes = torch.zeros(*lead, S, G, dtype=torch.uint8)
+    dev = A_q.device
+    modes = torch.zeros(*lead, S, G, dtype=torch.uint8, device=dev)
     anchors = None
     if with_anchors:
-        anchors = torch.arange(S, dtype=torch.int64).view(S, 1).expand(*lead, S, G).clone()
+        anchors = torch.arange(S, dtype=torch.int64, device=dev).view(S, 1).expand(*lead, S, G).clone()
     if config.theta2 == 0.0:  # Delta >= 0 is never < 0: every row computes
         return ModeMap(modes, grid, groups, config.low_bits), anchors
 
     lo, hi = -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1
     linf = config.metric == "linf"
     rows = A_q[..., grid.grid_slice, :]
-    own = torch.arange(grid.prefix, grid.prefix + grid.n_grid, dtype=torch.int64).view(grid.n_grid, 1)
+    own = torch.arange(grid.prefix, grid.prefix + grid.n_grid, dtype=torch.int64, device=dev).view(grid.n_grid, 1)
     for g, (sl, size, axis) in enumerate(zip(groups.slices, groups.sizes, groups.axes)):
         lines = grid.to_lines(rows[..., sl], axis).to(torch.int16)  # (L, *lead, n_lines, Kg)
         L = lines.shape[0]
-        mode_lines = torch.zeros(lines.shape[:-1], dtype=torch.uint8)  # position 0: COMPUTE
+        mode_lines = torch.zeros(lines.shape[:-1], dtype=torch.uint8, device=dev)  # position 0: COMPUTE
         if with_anchors:
             own_lines = grid.to_lines(own, axis)[..., 0]  # (L, n_lines)
-            anc_lines = torch.empty(lines.shape[:-1], dtype=torch.int64)
+            anc_lines = torch.empty(lines.shape[:-1], dtype=torch.int64, device=dev)
             anc_lines[0] = own_lines[0]
         if linf:
             t1, t2 = config.theta1, config.theta2
