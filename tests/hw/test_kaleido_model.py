@@ -155,3 +155,13 @@ def test_statistics_agree_with_exact_rows_when_rows_are_unordered(flow):
         a = (exact.stream[lv] * exact.fold_mult[lv]).sum()
         b = (hist.stream[lv] * hist.fold_mult[lv]).sum()
         assert b == pytest.approx(a, rel=0.03), lv
+
+
+def test_marginals_model_with_many_groups_per_fold():
+    """A K-fold holding more than 8 independent groups falls back to no pairing (still bounded)."""
+    sizes = (8,) * 16
+    st = ModeStats(sizes, tuple(f"c{i}" for i in range(16)), 4, np.tile([30, 50, 20], (16, 1)), None)
+    rs = RowStats.from_mode_stats(st, 100)
+    d = dispatch(rs, 64, "ws", 128, 64, True, 128)
+    assert d.stream["none"].sum() == pytest.approx(100 * (1 - 0.2**16))
+    assert d.stream["scheduler+matcher"].sum() == d.stream["none"].sum()

@@ -42,12 +42,14 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
 @click.option("--dataflow", type=click.Choice(["ws", "os"]), default="ws", show_default=True)
 @click.option("--timing", type=click.Choice(["default", "scalesim_compat"]), default="default", show_default=True)
 @click.option("--steps", type=int, default=None, help="denoising steps (default: the model's).")
+@click.option("--buffers", default="1536,1536,512", show_default=True,
+              help="ifmap,filter,ofmap SRAM sizes in KiB.")
 @click.option("--dram-gbps", type=float, default=256.0, show_default=True, help="accelerator DRAM bandwidth.")
 @click.option("--static-w", type=float, default=0.0, show_default=True, help="accelerator static power (W).")
 @click.option("--a100-precision", type=click.Choice(["bf16", "int8"]), default="bf16", show_default=True)
 @click.option("--out", "out", type=click.Path(file_okay=False), help="directory for result.json, CSVs and plots.")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables.")
-def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, dram_gbps, static_w,
+def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, buffers, dram_gbps, static_w,
              a100_precision, out, as_json):
     """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
     from kaleido.hw.config import ArrayConfig, BufferConfig, parse_array
@@ -68,7 +70,13 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
             if len(lbs) > 1:
                 raise ValueError(f"profile mixes low_bits {sorted(lbs)}; the array has one PARTIAL width")
             low_bits = lbs.pop() if lbs else 4
-        cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(dram_gbps=dram_gbps), low_bits)
+        try:
+            kib = [int(x) for x in buffers.split(",")]
+            if len(kib) != 3:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"--buffers {buffers!r} must be three KiB sizes: ifmap,filter,ofmap (e.g. 1536,1536,512)") from None
+        cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(*kib, dram_gbps=dram_gbps), low_bits)
         energy = EnergyTable(static_w=static_w)
         a100 = A100Config(precision=a100_precision)
         results = {}

@@ -232,6 +232,10 @@ def _ws_window(classes, counts, pieces, n_kf, packed, marg_frac):
     matched = np.zeros(n_kf)
     for kf in range(n_kf):
         gs = np.unique(pg[pf == kf])
+        if classes is None and len(gs) > 8:  # too many independent groups to enumerate: no pairing
+            used = counts * (1.0 - np.prod(marg_frac[gs, Mode.FULL]))
+            none[kf] = matched[kf] = used
+            continue
         if classes is None:  # marginals only: enumerate the fold's groups as independent
             size = counts
             cl = np.array(np.meshgrid(*[np.arange(3)] * len(gs), indexing="ij")).reshape(len(gs), -1).T.astype(np.uint8)
