@@ -31,12 +31,12 @@ from kaleido.tiny.latents import LatentSet
 @dataclass
 class TransformerTrainConfig:
     out_dir: str = "runs/tiny/transformer"
-    steps: int = 1500
+    steps: int = 2000
     batch: int = 4
-    lr: float = 1e-3
+    lr: float = 5e-4
     warmup: int = 50
     cfg_dropout: float = 0.1
-    ema_decay: float = 0.995
+    ema_decay: float = 0.998
     shift: float = SCHEDULER_SHIFT
     max_sequence_length: int = 512
     seed: int = 0
