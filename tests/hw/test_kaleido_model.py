@@ -165,3 +165,41 @@ def test_marginals_model_with_many_groups_per_fold():
     d = dispatch(rs, 64, "ws", 128, 64, True, 128)
     assert d.stream["none"].sum() == pytest.approx(100 * (1 - 0.2**16))
     assert d.stream["scheduler+matcher"].sum() == d.stream["none"].sum()
+
+
+def _max_pairs_brute(use_rows):
+    """Maximum number of disjoint compatible pairs among a few rows (exhaustive)."""
+    n = len(use_rows)
+    best = 0
+
+    def go(i, taken, pairs):
+        nonlocal best
+        best = max(best, pairs)
+        if i >= n:
+            return
+        if taken & (1 << i):
+            go(i + 1, taken, pairs)
+            return
+        go(i + 1, taken, pairs)  # leave i single
+        for j in range(i + 1, n):
+            if not taken & (1 << j) and (use_rows[i] + use_rows[j] <= 2).all():
+                go(i + 1, taken | (1 << i) | (1 << j), pairs + 1)
+
+    go(0, 0, 0)
+    return best
+
+
+def test_greedy_matcher_against_exhaustive_maximum():
+    """The greedy matcher is maximal: it finds at least half the optimum, and we record how close it gets."""
+    rng = np.random.default_rng(3)
+    ratios = []
+    for _ in range(150):
+        n, G = int(rng.integers(2, 9)), int(rng.integers(1, 4))
+        rows = rng.integers(0, 3, size=(n, G)).astype(np.uint8)
+        use = usage(rows, True)
+        cls, inv = np.unique(use, axis=0, return_inverse=True)
+        got = greedy_pairs(cls, np.bincount(inv.reshape(-1), minlength=len(cls)))
+        opt = _max_pairs_brute(use)
+        assert 2 * got >= opt and got <= opt
+        ratios.append(1.0 if opt == 0 else got / opt)
+    assert np.mean(ratios) > 0.9
