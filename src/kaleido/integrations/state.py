@@ -72,6 +72,7 @@ class KaleidoRuntime:
         self._grids: dict[int, TokenGrid] = {}
         self.wall_s = 0.0
         self._t0 = 0.0
+        self._decision: tuple | None = None
 
     # -- calls and generations ---------------------------------------------------------
     def begin_call(
@@ -90,6 +91,7 @@ class KaleidoRuntime:
             num_steps = self.num_steps_override
         self.call = CallInfo(grid, context, step, num_steps, timestep)
         self._grids = {}
+        self._decision = None
         self._t0 = time.perf_counter()
 
     def end_call(self) -> None:
@@ -102,6 +104,7 @@ class KaleidoRuntime:
             self._last_t[c.context] = c.timestep
         self.wall_s += time.perf_counter() - self._t0
         self.call = None
+        self._decision = None
 
     def finish_generation(self) -> ReuseTrace | None:
         """Close the generation being recorded; its trace becomes :attr:`last_trace`."""
@@ -227,6 +230,21 @@ class KaleidoRuntime:
                 "give one axis, or one per chunk"
             )
         return ChannelGroups.from_chunks(dim, chunk, axes)
+
+    # -- one decision for layers reading the same activations ---------------------------
+    def shared_decision(self, x: torch.Tensor, groups: ChannelGroups, cfg: ReuseConfig):
+        """``(mode_map, x_eff)`` if the last linear decision was on this very tensor, else ``None``."""
+        d = self._decision
+        if d is None:
+            return None
+        x_prev, version, g_prev, cfg_prev, mode_map, x_eff = d
+        if x_prev is x and version == x._version and g_prev == groups and cfg_prev == cfg:
+            return mode_map, x_eff
+        return None
+
+    def keep_decision(self, x: torch.Tensor, groups: ChannelGroups, cfg: ReuseConfig, mode_map: ModeMap,
+                      x_eff: torch.Tensor) -> None:
+        self._decision = (x, x._version, groups, cfg, mode_map, x_eff)
 
     # -- recording ---------------------------------------------------------------------
     def record_modes(self, *, layer: int, op: str, module: str, mode_map: ModeMap, n_cols: int, heads: int) -> None:
