@@ -31,10 +31,10 @@ from kaleido.tiny.train_vae import VaeTrainConfig, build_vae, train_vae
 class TinyTrainConfig:
     out_dir: str = "runs/tiny"
     seed: int = 0
-    n_train_procedural: int = 3000
-    n_train_real: int = 500
-    n_val_procedural: int = 96
-    n_val_real: int = 32
+    n_train_procedural: int = 1200
+    n_train_real: int = 200
+    n_val_procedural: int = 64
+    n_val_real: int = 16
     clip_frames: int = 17
     clip_size: int = 64
     vae: VaeTrainConfig = field(default_factory=VaeTrainConfig)
@@ -128,11 +128,13 @@ def main() -> None:  # pragma: no cover - background runs: python -m kaleido.tin
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="runs/tiny")
     p.add_argument("--stop-after", default=None)
-    p.add_argument("--vae-steps", type=int, default=800)
-    p.add_argument("--transformer-steps", type=int, default=2000)
+    p.add_argument("--vae-steps", type=int, default=650)
+    p.add_argument("--transformer-steps", type=int, default=1000)
     p.add_argument("--transformer-batch", type=int, default=4)
     p.add_argument("--budget-s", type=float, default=None, help="transformer time budget")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--export-only", action="store_true", help="save the pipeline from the current checkpoints")
+    p.add_argument("--export-to", default=None)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     cfg = TinyTrainConfig(out_dir=a.out)
@@ -141,6 +143,9 @@ def main() -> None:  # pragma: no cover - background runs: python -m kaleido.tin
     cfg.transformer.batch = a.transformer_batch
     cfg.transformer.time_budget_s = a.budget_s
     cfg.__post_init__()
+    if a.export_only:
+        print(export_pipeline(cfg, target=a.export_to))
+        return
     print(run_training(cfg, stop_after=a.stop_after))
 
 

@@ -51,9 +51,12 @@ class VaeArch:
 @dataclass
 class VaeTrainConfig:
     out_dir: str = "runs/tiny/vae"
-    steps: int = 1000
+    steps: int = 650
     batch: int = 4
-    frames: int = 9
+    frames: int = 5
+    #: the first ``early_steps`` steps use ``early_frames``-frame clips (then ``frames``, which is cheaper)
+    early_frames: int = 9
+    early_steps: int = 100
     crop: int = 32
     render_size: int = 64
     real_fraction: float = 0.5
@@ -69,19 +72,31 @@ class VaeTrainConfig:
     def validate(self) -> None:
         if self.steps < 1 or self.batch < 1:
             raise ValueError(f"steps={self.steps}, batch={self.batch}: both must be >= 1")
-        if (self.frames - 1) % 4 != 0:
-            raise ValueError(f"frames={self.frames} must be 1 + 4k (the VAE compresses time by 4); e.g. 5, 9, 17")
+        for name in ("frames", "early_frames"):
+            n = getattr(self, name)
+            if n < 5 or (n - 1) % 4 != 0:
+                raise ValueError(f"{name}={n} must be 1 + 4k >= 5 (the VAE compresses time by 4); e.g. 5, 9, 17")
         if self.crop % 4 != 0 or self.crop > self.render_size:
             raise ValueError(f"crop={self.crop} must be a multiple of 4 and <= render_size={self.render_size}")
         if not 0.0 <= self.real_fraction <= 1.0:
             raise ValueError(f"real_fraction={self.real_fraction} must be in [0, 1]")
 
 
+LOGVAR_INIT = -6.0
+
+
 def build_vae(arch: VaeArch, seed: int = 0):
     from diffusers import AutoencoderKLWan
 
     torch.manual_seed(seed)
-    return AutoencoderKLWan(**arch.to_kwargs())
+    vae = AutoencoderKLWan(**arch.to_kwargs())
+    # Start the posterior narrow (std ~0.05) so the decoder sees informative latents from step 0;
+    # with the default init (std ~1) a small-KL VAE spends hundreds of steps at a blurry plateau.
+    with torch.no_grad():
+        z = arch.z_dim
+        vae.quant_conv.weight[z:].zero_()
+        vae.quant_conv.bias[z:].fill_(LOGVAR_INIT)
+    return vae
 
 
 def decode_unclamped(vae, z: torch.Tensor) -> torch.Tensor:
@@ -103,12 +118,13 @@ def decode_unclamped(vae, z: torch.Tensor) -> torch.Tensor:
 def training_batch(cfg: VaeTrainConfig, step: int) -> torch.Tensor:
     """The batch of step ``step`` (depends only on seed and step): ``(B, 3, T, crop, crop)``."""
     rng = np.random.default_rng([cfg.seed, step, 1])
+    frames = cfg.early_frames if step < cfg.early_steps else cfg.frames
     n_real = int(rng.binomial(cfg.batch, cfg.real_fraction))
     parts = []
     if cfg.batch - n_real:
-        parts.append(D.procedural_batch(rng, cfg.batch - n_real, cfg.frames, cfg.render_size)[0])
+        parts.append(D.procedural_batch(rng, cfg.batch - n_real, frames, cfg.render_size)[0])
     if n_real:
-        parts.append(D.real_batch(rng, n_real, cfg.frames, cfg.render_size)[0])
+        parts.append(D.real_batch(rng, n_real, frames, cfg.render_size)[0])
     clips = np.concatenate(parts)
     if cfg.crop < cfg.render_size:
         crops = []
@@ -162,7 +178,7 @@ def train_vae(cfg: VaeTrainConfig, progress: bool = True):
         opt.step()
         psnr = float(10 * torch.log10(4.0 / mse.detach().clamp_min(1e-10)))
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
-            rec_log = dict(step=step, loss=float(loss), l1=float(l1), mse=float(mse), kl=float(kl), psnr_train=psnr,
+            rec_log = dict(step=step, loss=float(loss.detach()), l1=float(l1.detach()), mse=float(mse.detach()), kl=float(kl.detach()), psnr_train=psnr,
                            lr=lr_at(cfg, step), elapsed_s=round(time.time() - t_start, 1))
             log.write(json.dumps(rec_log) + "\n")
             log.flush()
@@ -182,7 +198,7 @@ def main() -> None:  # pragma: no cover - used for background runs: python -m ka
 
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="runs/tiny/vae")
-    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--steps", type=int, default=650)
     p.add_argument("--base-dim", type=int, default=48)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=2)

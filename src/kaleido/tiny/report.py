@@ -1,0 +1,200 @@
+"""Measure a trained tiny pipeline and write the figures the model card quotes.
+
+``python -m kaleido.tiny.report --run runs/tiny --pipeline runs/tiny/pipeline --docs docs``
+writes ``docs/tiny/results.json``, ``docs/tiny/loss_per_timestep.png``,
+``docs/tiny/training_curves.png`` and ``docs/samples/*.gif``. Every number comes from this run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kaleido.tiny import evaluate as E
+from kaleido.tiny.latents import LatentSet, latent_spectrum
+from kaleido.tiny.train_transformer import VAL_SIGMAS, fixed_validation_draws, normalise, predict, validation_loss_per_sigma
+
+SAMPLE_PROMPTS = [
+    "a red circle moving left on a striped background",
+    "a yellow square moving down on a checkered background",
+    "a blue triangle rotating on a gradient background",
+    "a green circle growing on a plain background",
+]
+
+
+@dataclass
+class TinyReport:
+    vae_psnr_real_heldout_db: float = 0.0
+    vae_psnr_procedural_heldout_db: float = 0.0
+    vae_psnr_carphone_pristine_db: float = 0.0
+    n_real_windows: int = 0
+    n_procedural_clips: int = 0
+    latent_spectrum: dict = field(default_factory=dict)
+    sigmas: list = field(default_factory=list)
+    transformer_val_loss_per_sigma: list = field(default_factory=list)
+    linear_val_loss_per_sigma: list = field(default_factory=list)
+    transformer_val_loss: float = 0.0
+    linear_val_loss: float = 0.0
+    loss_reduction_vs_linear: float = 0.0
+    prompt_following_rate: float = 0.0
+    prompt_following_cases: list = field(default_factory=list)
+    generation_seconds: list = field(default_factory=list)
+    demo_settings: dict = field(default_factory=dict)
+    pipeline_bytes: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def measure_vae(pipe, report: TinyReport, n: int = 24) -> None:
+    vae = pipe.vae
+    real = E.heldout_real_windows(n)
+    proc, _, _ = E.heldout_procedural_clips(n)
+    report.vae_psnr_real_heldout_db = float(np.mean(E.vae_psnr(vae, real)))
+    report.vae_psnr_procedural_heldout_db = float(np.mean(E.vae_psnr(vae, proc)))
+    report.vae_psnr_carphone_pristine_db = float(np.mean(E.vae_psnr(vae, E.carphone_clip())))
+    report.n_real_windows = report.n_procedural_clips = n
+
+
+def measure_flow_matching(pipe, run: Path, report: TinyReport, plot_path: Path, n_val: int = 80) -> None:
+    train = LatentSet.load(run / "latents" / "train")
+    val = LatentSet.load(run / "latents" / "val")
+    report.latent_spectrum = latent_spectrum(train.latents)
+    mean, std = pipe.vae.config.latents_mean, pipe.vae.config.latents_std
+    x_train = normalise(train.latents, mean, std)
+    x_val = normalise(val.latents, mean, std)[:n_val]
+    prompts = val.prompts[:n_val]
+    with torch.no_grad():
+        text = torch.cat([pipe.encode_prompt(p, do_classifier_free_guidance=False, max_sequence_length=512)[0] for p in prompts])
+    noise = fixed_validation_draws(len(x_val), tuple(x_val.shape[1:]), VAL_SIGMAS)
+    tr = pipe.transformer.eval()
+    model_loss = validation_loss_per_sigma(lambda x, s, t: predict(tr, x, s, t), x_val, text, VAL_SIGMAS, noise)
+    maps = E.fit_linear_predictors(x_train, VAL_SIGMAS)
+    lin_loss = []
+    for k, s in enumerate(VAL_SIGMAS):
+        lin_loss.append(validation_loss_per_sigma(lambda x, _s, _t: E.linear_predict(maps[k], x), x_val, text, [s],
+                                                  noise[k : k + 1])[0])
+    report.sigmas = VAL_SIGMAS
+    report.transformer_val_loss_per_sigma = model_loss
+    report.linear_val_loss_per_sigma = lin_loss
+    report.transformer_val_loss = float(np.mean(model_loss))
+    report.linear_val_loss = float(np.mean(lin_loss))
+    report.loss_reduction_vs_linear = 1 - report.transformer_val_loss / report.linear_val_loss
+    E.save_loss_curve_plot(VAL_SIGMAS, model_loss, lin_loss, str(plot_path))
+
+
+def generate(pipe, prompt: str, seed: int, **overrides) -> np.ndarray:
+    """One clip ``(T, H, W, 3)`` in [0, 1] with the tiny demo settings."""
+    from kaleido.tiny.pipeline import TINY_DEMO
+
+    kwargs = TINY_DEMO.to_dict() | overrides
+    out = pipe(prompt, generator=torch.Generator().manual_seed(seed), output_type="np", **kwargs)
+    return out.frames[0]
+
+
+def measure_prompt_following(pipe, report: TinyReport, seeds=(0, 1)) -> None:
+    cases = []
+    for colour, shape, direction, background in E.EVAL_PROMPTS:
+        prompt = E.eval_prompt(colour, shape, direction, background)
+        for seed in seeds:
+            t0 = time.time()
+            clip = generate(pipe, prompt, seed)
+            report.generation_seconds.append(round(time.time() - t0, 2))
+            check = E.check_prompt_following(clip, colour, direction)
+            cases.append({"prompt": prompt, "seed": seed, **check.to_dict()})
+    report.prompt_following_cases = cases
+    report.prompt_following_rate = float(np.mean([c["ok"] for c in cases]))
+
+
+def save_gif(clip01: np.ndarray, path: Path, scale: int = 2, fps: int = 8) -> None:
+    from PIL import Image
+
+    frames = [Image.fromarray((np.clip(f, 0, 1) * 255).astype(np.uint8)).resize(
+        (f.shape[1] * scale, f.shape[0] * scale), Image.NEAREST) for f in clip01]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
+
+
+def save_samples(pipe, samples_dir: Path, seed: int = 0) -> list[str]:
+    samples_dir.mkdir(parents=True, exist_ok=True)
+    names = []
+    for prompt in SAMPLE_PROMPTS:
+        name = prompt.replace(" on a ", "_").replace(" background", "").replace(" ", "_") + ".gif"
+        save_gif(generate(pipe, prompt, seed), samples_dir / name)
+        names.append(name)
+    return names
+
+
+def plot_training_curves(run: Path, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    vae = [json.loads(line) for line in (run / "vae" / "log.jsonl").read_text().splitlines()]
+    tr = [json.loads(line) for line in (run / "transformer" / "log.jsonl").read_text().splitlines()]
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+    steps = [r["step"] for r in vae]
+    psnr = np.array([r["psnr_train"] for r in vae])
+    k = 5
+    ax[0].plot(steps, psnr, alpha=0.3, label="per batch")
+    if len(psnr) >= k:
+        ax[0].plot(steps[k - 1 :], np.convolve(psnr, np.ones(k) / k, mode="valid"), label=f"mean of {k}")
+    ax[0].set(xlabel="VAE step", ylabel="training-batch PSNR (dB)", title="VAE")
+    ax[0].legend(fontsize=8)
+    trs = [r for r in tr if "loss" in r]
+    loss = np.array([r["loss"] for r in trs])
+    ax[1].plot([r["step"] for r in trs], loss, alpha=0.3, label="train batch")
+    vals = [r for r in tr if "val_loss" in r]
+    ax[1].plot([r["step"] for r in vals], [r["val_loss"] for r in vals], "o-", label="held-out (fixed noise)")
+    ax[1].set(xlabel="transformer step", ylabel="flow-matching MSE", title="Transformer", yscale="log")
+    ax[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main() -> None:  # pragma: no cover
+    import argparse
+
+    from diffusers import WanPipeline
+
+    from kaleido.tiny.pipeline import TINY_DEMO
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--run", default="runs/tiny")
+    p.add_argument("--pipeline", default="runs/tiny/pipeline")
+    p.add_argument("--docs", default="docs")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--skip", default="", help="comma list of: vae,flow,prompts,samples")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    skip = set(a.skip.split(",")) - {""}
+    run, docs = Path(a.run), Path(a.docs)
+    (docs / "tiny").mkdir(parents=True, exist_ok=True)
+    pipe = WanPipeline.from_pretrained(a.pipeline)
+    pipe.set_progress_bar_config(disable=True)
+    report = TinyReport(demo_settings=TINY_DEMO.to_dict())
+    report.pipeline_bytes = sum(f.stat().st_size for f in Path(a.pipeline).rglob("*") if f.is_file())
+    if "vae" not in skip:
+        measure_vae(pipe, report)
+        print("vae", report.vae_psnr_real_heldout_db, report.vae_psnr_procedural_heldout_db, report.vae_psnr_carphone_pristine_db)
+    if "flow" not in skip:
+        measure_flow_matching(pipe, run, report, docs / "tiny" / "loss_per_timestep.png")
+        print("flow", report.transformer_val_loss, report.linear_val_loss, report.loss_reduction_vs_linear)
+    if "prompts" not in skip:
+        measure_prompt_following(pipe, report)
+        print("prompts", report.prompt_following_rate, np.mean(report.generation_seconds))
+    if "samples" not in skip:
+        save_samples(pipe, docs / "samples")
+    plot_training_curves(run, docs / "tiny" / "training_curves.png")
+    (docs / "tiny" / "results.json").write_text(json.dumps(report.to_dict(), indent=1))
+    print(json.dumps({k: v for k, v in report.to_dict().items() if k != "prompt_following_cases"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
