@@ -141,3 +141,66 @@ def test_shipped_example_profile_is_labelled_synthetic():
     assert "SYNTHETIC" in p.label and p.ops["self_attn_qk"] is not None
     f = p.ops["self_attn_qk"].stats.fractions()
     assert (f[:, 1] > 0).all() and (f[:, 2] > 0).all()  # real maps with all three modes
+
+
+def _decided_stats(grid_thw=(6, 12, 16), seed=0):
+    from kaleido.hw.example_profile import correlated_field
+    from kaleido.reuse.config import ReuseConfig
+    from kaleido.reuse.decide import decide
+    from kaleido.reuse.quant import quantize
+
+    grid = TokenGrid(*grid_thw)
+    rope = ChannelGroups.from_rope(16, 56, 56)
+    q, _ = quantize(correlated_field(np.random.default_rng(seed), grid, rope, heads=2), rope)
+    mm = decide(q, grid, rope, ReuseConfig(2.0, 8.0, 4))
+    return mm.stats(), tuple(a.value for a in rope.axes)
+
+
+def test_interior_fractions_remove_exactly_the_rows_without_reference():
+    from kaleido.hw.profile import interior_fractions
+
+    st, axes = _decided_stats()
+    inner = interior_fractions(st, (6, 12, 16), axes)
+    n = st.n_rows
+    for g, a in enumerate(axes):
+        L = {"t": 6, "h": 12, "w": 16}[a]
+        b = n // L
+        assert inner[g, 0] == pytest.approx((st.mode_counts[g, 0] - b) / (n - b))
+        assert inner[g].sum() == pytest.approx(1.0)
+
+
+def test_carry_to_the_same_grid_is_the_identity_and_bigger_grids_have_fewer_boundary_rows():
+    st, axes = _decided_stats()
+    same = carry_stats(st, ((16, 56, 56), ("t", "h", "w")), axes=axes, src_grid=(6, 12, 16), dst_grid=(6, 12, 16))
+    assert np.allclose(same.fractions(), st.fractions(), atol=2.0 / st.n_rows)
+    big = carry_stats(st, ((16, 56, 56), ("t", "h", "w")), axes=axes, src_grid=(6, 12, 16), dst_grid=(33, 45, 80))
+    from kaleido.hw.profile import interior_fractions
+
+    inner = interior_fractions(st, (6, 12, 16), axes)
+    for g, a in enumerate(axes):
+        beta = 1 / {"t": 33, "h": 45, "w": 80}[a]
+        assert big.fractions()[g, 0] == pytest.approx(beta + (1 - beta) * inner[g, 0], abs=2.0 / st.n_rows)
+        assert big.fractions()[g, 0] < st.fractions()[g, 0]
+    # the histogram is kept (same support) and agrees with the carried marginals
+    assert big.pattern_counts.sum() == st.n_rows
+    assert not ((st.pattern_counts == 0) & (big.pattern_counts > 0)).any()
+
+
+def test_fit_histogram_matches_target_marginals():
+    from kaleido.hw.profile import fit_histogram
+
+    st = stats(n=3000)
+    target = np.array([[0.2, 0.5, 0.3], [0.1, 0.6, 0.3], [0.4, 0.4, 0.2]])
+    pc = fit_histogram(st.pattern_counts, target, 3000)
+    modes = np.stack([(np.arange(27) // 3**g) % 3 for g in range(3)], axis=1)
+    got = np.stack([np.bincount(modes[:, g], weights=pc, minlength=3) for g in range(3)]) / 3000
+    assert np.allclose(got, target, atol=2e-3)
+
+
+def test_profile_axes_round_trip_and_validation(tmp_path):
+    p = wan_profile()
+    p.ops["self_attn_qk"] = OpProfile(stats(), [], ("w", "t", "t"))
+    p.save(tmp_path / "p.json")
+    assert Profile.load(tmp_path / "p.json").ops["self_attn_qk"].axes == ("w", "t", "t")
+    with pytest.raises(ValueError, match="axes"):
+        OpProfile(stats(), [], ("w", "t"))

@@ -38,6 +38,7 @@ def test_profile_from_trace_drops_text_rows_and_keeps_steps():
     st = prof.ops["self_attn_qk"].stats
     assert st.n_rows == 2 * 2 * grid.n_grid  # 2 steps x 2 heads x video rows only
     assert len(prof.ops["self_attn_qk"].per_step) == 2
+    assert prof.ops["self_attn_qk"].axes == ("w", "t", "t") and prof.ops["proj_q"].axes == ("t", "t")
     assert prof.grid == (3, 4, 6) and prof.model == "HunyuanVideoTransformer3DModel"
     assert prof.ops["ffn_up"] is None and any("ffn_up" in n for n in notes)
 

@@ -12,7 +12,8 @@ JSON format (``version`` 1)::
      "grid": {"T": 21, "H": 30, "W": 52}, # measured token grid (video tokens)
      "label": "...", "source": "...",     # what produced it - say if it is synthetic
      "ops": {"self_attn_qk": {"stats": <ModeStats.to_dict()>,
-                              "per_step": [<ModeStats.to_dict()>, ...]},   # per_step optional
+                              "per_step": [<ModeStats.to_dict()>, ...],    # optional
+                              "axes": ["w", "t", "t"]},                    # optional: reuse axis per group
              "ffn_up": null, ...}}
 
 Build one in code with ``Profile(model, grid, {op: ModeStats}, ...)`` or
@@ -20,15 +21,18 @@ Build one in code with ``Profile(model, grid, {op: ModeStats}, ...)`` or
 
 Carry-over rule (``docs/hardware.md`` states it as an assumption).  A profile applies
 as-is only to the model and grid it was measured on.  With ``transfer=True`` it is
-carried to another model or resolution by: (1) rows - per-group mode fractions and
-row-pattern fractions are resolution-independent and apply to the target's video
-rows (text rows always compute); (2) groups - when the measured group names equal the
-target op's (RoPE ``t/h/w``), fractions and the pattern histogram are kept per name
-with the target's group sizes; otherwise the target's groups are chunks of
-``min(128, K)`` channels that all take the measured per-group fractions pooled over
-groups (weighted by group size), with no pattern histogram (groups independent);
-(3) steps - a per-step profile of P steps maps target step ``s`` of ``S`` to measured
-step ``floor(s*(P-1)/(S-1) + 1/2)``.
+carried to another model or resolution by: (1) rows - the rows with no reference (position
+0 on a group's reuse axis: ``1/L_axis`` of the grid, always COMPUTE) are re-derived for
+the target grid, and the mode fractions of the other rows are carried unchanged (needs
+the groups' ``axes`` in the profile; without them all fractions carry as measured); text
+rows always compute; (2) groups - when the measured group names equal the target op's
+(RoPE ``t/h/w``), the per-group fractions are kept per name with the target's group
+sizes and the row-pattern histogram is kept, reweighted by iterative proportional
+fitting to the carried per-group fractions; otherwise the target's groups are chunks
+of ``min(128, K)`` channels that all take the measured fractions pooled over groups
+(weighted by group size), with no pattern histogram (groups independent); (3) steps - a
+per-step profile of P steps maps target step ``s`` of ``S`` to measured step
+``floor(s*(P-1)/(S-1) + 1/2)``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,14 @@ class OpProfile:
 
     stats: ModeStats
     per_step: list[ModeStats] = field(default_factory=list)
+    axes: tuple[str, ...] | None = None  # reuse axis of each group ('t'/'h'/'w'), when known
+
+    def __post_init__(self) -> None:
+        if self.axes is not None:
+            self.axes = tuple(str(a) for a in self.axes)
+            if len(self.axes) != len(self.stats.group_sizes) or any(a not in ("t", "h", "w") for a in self.axes):
+                raise ValueError(f"OpProfile.axes {self.axes} must give one of 't', 'h', 'w' per group "
+                                 f"({len(self.stats.group_sizes)} groups)")
 
     def at_step(self, step: int, steps: int) -> ModeStats:
         if not self.per_step:
@@ -66,6 +78,8 @@ class OpProfile:
         d = {"stats": self.stats.to_dict()}
         if self.per_step:
             d["per_step"] = [s.to_dict() for s in self.per_step]
+        if self.axes is not None:
+            d["axes"] = list(self.axes)
         return d
 
 
@@ -118,7 +132,7 @@ class Profile:
             pooled = per[0]
             for s in per[1:]:
                 pooled = pooled + s
-            ops[k] = OpProfile(pooled, per if len(per) > 1 else [])
+            ops[k] = OpProfile(pooled, per if len(per) > 1 else [], tuple(a.value for a in lst[0].groups.axes))
         if grid is None:
             raise ValueError("from_mode_maps needs at least one op with mode maps")
         return cls(model, grid, ops, label, source)
@@ -153,7 +167,8 @@ class Profile:
                 ops[k] = None
                 continue
             try:
-                ops[k] = OpProfile(ModeStats.from_dict(v["stats"]), [ModeStats.from_dict(s) for s in v.get("per_step", [])])
+                ops[k] = OpProfile(ModeStats.from_dict(v["stats"]), [ModeStats.from_dict(s) for s in v.get("per_step", [])],
+                                   v.get("axes"))
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"{where}: op {k!r} has corrupt statistics ({e})") from None
         return cls(str(d["model"]), grid, ops, str(d.get("label", "")), str(d.get("source", "")))
@@ -195,7 +210,12 @@ class Profile:
             return None
         st = entry.stats if step is None else entry.at_step(step, wl.steps)
         if transfer and not self._same(wl):
-            return carry_stats(st, _target_groups(wl, op, K))
+            key = (op, id(st), K, wl.model.name, tuple(wl.grid_thw))
+            memo = self.__dict__.setdefault("_carried", {})
+            if key not in memo:
+                memo[key] = (st, carry_stats(st, _target_groups(wl, op, K), axes=entry.axes,
+                                             src_grid=self.grid, dst_grid=tuple(wl.grid_thw)))
+            return memo[key][1]
         if sum(st.group_sizes) != K:
             raise ValueError(
                 f"profile op {op!r} has groups {dict(zip(st.group_names, st.group_sizes))} summing to "
@@ -216,15 +236,92 @@ def _target_groups(wl: Workload, op: str, K: int) -> tuple[tuple[int, ...], tupl
     return tuple(sizes), tuple(f"c{i}" for i in range(len(sizes)))
 
 
-def carry_stats(st: ModeStats, target: tuple[tuple[int, ...], tuple[str, ...]]) -> ModeStats:
-    """The carry-over rule (module docstring, points 1-2) on one op's statistics."""
+_AXIS_DIM = {"t": 0, "h": 1, "w": 2}
+
+
+def interior_fractions(st: ModeStats, grid: tuple[int, int, int], axes: tuple[str, ...]) -> np.ndarray | None:
+    """Mode fractions of the rows that have a reference, per group (``None`` if not separable).
+
+    A row at position 0 on its group's axis has no reference and always computes:
+    ``n_grid / L_axis`` of every ``n_grid`` rows.  Removing them from the COMPUTE
+    count leaves the fractions of the rows the decision actually judged.
+    """
+    n_grid = int(np.prod(grid))
+    if st.n_rows == 0 or st.n_rows % n_grid:
+        return None
+    inst = st.n_rows // n_grid
+    out = np.empty((len(st.group_sizes), 3))
+    for g, a in enumerate(axes):
+        L = grid[_AXIS_DIM[a]]
+        b = inst * n_grid // L
+        if L < 2 or st.mode_counts[g, 0] < b:
+            return None
+        c = st.mode_counts[g].astype(np.float64).copy()
+        c[0] -= b
+        out[g] = c / (st.n_rows - b)
+    return out
+
+
+def _boundary(grid: tuple[int, int, int], a: str) -> float:
+    return 1.0 / grid[_AXIS_DIM[a]]
+
+
+def fit_histogram(pattern_counts: np.ndarray, target_frac: np.ndarray, n: int, iters: int = 100) -> np.ndarray:
+    """Reweight a row-pattern histogram so its per-group marginals match ``target_frac`` (IPF).
+
+    Iterative proportional fitting: the histogram closest (in KL divergence) to the
+    measured one with the target marginals.  Returns integer counts summing to ``n``.
+    """
+    G = target_frac.shape[0]
+    modes = np.stack([(np.arange(3**G) // 3**g) % 3 for g in range(G)], axis=1)
+    P = pattern_counts.astype(np.float64) / max(1, pattern_counts.sum())
+    for _ in range(iters):
+        for g in range(G):
+            for m in range(3):
+                mask = modes[:, g] == m
+                cur = P[mask].sum()
+                if cur > 0:
+                    P[mask] *= target_frac[g, m] / cur
+        P /= P.sum()
+    return apportion_row(P * n, n)
+
+
+def carry_stats(st: ModeStats, target: tuple[tuple[int, ...], tuple[str, ...]], *, axes: tuple[str, ...] | None = None,
+                src_grid: tuple[int, int, int] | None = None, dst_grid: tuple[int, int, int] | None = None) -> ModeStats:
+    """The carry-over rule (module docstring) on one op's statistics.
+
+    With the groups' reuse ``axes`` and both grids known, the boundary rows (no
+    reference, always COMPUTE) are re-derived for the target grid and only the
+    interior rows' fractions are carried; otherwise the fractions carry as measured.
+    """
     sizes, names = target
     n = st.n_rows
+    inner = None
+    if axes is not None and src_grid is not None and dst_grid is not None:
+        inner = interior_fractions(st, tuple(src_grid), tuple(axes))
     if tuple(st.group_names) == tuple(names):
-        return ModeStats(sizes, names, st.low_bits, st.mode_counts, st.pattern_counts)
+        if inner is None:
+            return ModeStats(sizes, names, st.low_bits, st.mode_counts, st.pattern_counts)
+        beta = np.array([_boundary(dst_grid, a) for a in axes])
+        frac = (1 - beta)[:, None] * inner
+        frac[:, 0] += beta
+        if st.pattern_counts is not None:
+            pc = fit_histogram(st.pattern_counts, frac, n)
+            G = len(sizes)
+            modes = np.stack([(np.arange(3**G) // 3**g) % 3 for g in range(G)], axis=1)
+            mc = np.stack([np.bincount(modes[:, g], weights=pc, minlength=3) for g in range(G)]).astype(np.int64)
+            return ModeStats(sizes, names, st.low_bits, mc, pc)
+        mc = np.stack([apportion_row(f * n, n) for f in frac])
+        return ModeStats(sizes, names, st.low_bits, mc, None)
     w = np.asarray(st.group_sizes, dtype=np.float64)
-    pooled = (st.mode_counts * w[:, None]).sum(0) / w.sum()  # rows per mode, channel-weighted
-    counts = apportion_row(pooled, n)
+    w = w / w.sum()
+    if inner is None:
+        pooled = (st.fractions() * w[:, None]).sum(0)
+    else:
+        beta = float(sum(wg * _boundary(dst_grid, a) for wg, a in zip(w, axes)))
+        pooled = (1 - beta) * (inner * w[:, None]).sum(0)
+        pooled[0] += beta
+    counts = apportion_row(pooled * n, n)
     return ModeStats(sizes, names, st.low_bits, np.tile(counts, (len(sizes), 1)), None)
 
 

@@ -39,6 +39,7 @@ def _grid_only(rec) -> ModeStats:
 def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile, list[str]]:
     """``(profile, notes)`` from a loaded ``ReuseTrace`` (per-step statistics kept)."""
     per_kind: dict[str, dict[int, ModeStats]] = {}
+    axes: dict[str, tuple[str, ...]] = {}
     grid = None
     for rec in trace:
         kind = TRACE_OP_TO_KIND.get(rec.op)
@@ -47,6 +48,7 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
         if rec.grid is not None and grid is None:
             grid = (rec.grid.T, rec.grid.H, rec.grid.W)
         st = _grid_only(rec)
+        axes.setdefault(kind, tuple(a.value for a in rec.groups.axes))
         steps = per_kind.setdefault(kind, {})
         prev = steps.get(rec.step)
         if prev is not None and (prev.group_sizes, prev.low_bits) != (st.group_sizes, st.low_bits):
@@ -61,7 +63,7 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
         pooled = ordered[0]
         for s in ordered[1:]:
             pooled = pooled + s
-        ops[kind] = OpProfile(pooled, ordered if len(ordered) > 1 else [])
+        ops[kind] = OpProfile(pooled, ordered if len(ordered) > 1 else [], axes[kind])
     notes = []
     if workload is not None:
         for k in workload.op_kinds():
