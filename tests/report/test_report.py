@@ -14,29 +14,50 @@ from kaleido.report import build_report
 def rows_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("rows")
     grid = {"tome": [{"ratio": 0.3}, {"ratio": 0.6}], "block_topk": [{"density": 0.3, "block_size": 8}],
-            "taylorseer": [{"cache_interval": 2}]}
+            "taylorseer": [{"cache_interval": 2}], "kaleido": [{"theta1": 8, "theta2": 8}],
+            "exion": [{"attn_density": 0.5}], "adaptiv": [{"tau": 0.6}], "cambricon_d": [{"delta_bits": 4}]}
     for p in build_points("random-wan", list(grid), 1, (0,), {"num_inference_steps": 2, "max_sequence_length": 16}, grid):
         run_point(p.to_dict(), str(d))
     return d
 
 
 def test_report_is_one_self_contained_file(rows_dir, tmp_path):
-    out = build_report(rows_dir, tmp_path / "r.html")
+    out = build_report(rows_dir, tmp_path / "r.html", workloads=("wan-1.3b-480p",), accel_steps=2)
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     # nothing is loaded from elsewhere: every image is inline
     assert not re.search(r'src="(?!data:)', page) and "<link" not in page and "<script src" not in page
-    assert page.count("data:image/png;base64,") >= 1 + 1 + 3  # pareto + dense + one strip per method
+    assert page.count("data:image/png;base64,") >= 1 + 1 + 7  # pareto + dense + one strip per method
     for section in ("matched self-attention", "Quality vs savings", "Side-by-side frames", "Accelerators",
                     "from the paper"):
         assert section in page
     assert "tome ratio=0.3" in page and "taylorseer cache_interval=2" in page
+    # the accelerator table has every design, with skip statistics measured on this sweep
+    for design in ("dense 128x128", "Kaleido (scheduler + matcher)", "AdapTiV-class", "EXION-class", "Cambricon-D-class"):
+        assert design in page
+    assert "measured: kaleido" in page and "simulation failed" not in page
+
+
+def test_accel_designs_use_the_measured_fractions(rows_dir):
+    import json
+
+    from kaleido.baselines.accel_adaptiv import simulate_adaptiv
+    from kaleido.baselines.accel_common import MeasuredSkips
+    from kaleido.hw.workloads import get_workload
+
+    wl = get_workload("wan-1.3b-480p", steps=2)
+    rows = [json.loads(f.read_text()) for f in rows_dir.glob("*.json")]
+    by = {r["point"]["settings"].get("ratio"): r for r in rows if r.get("method") == "tome"}
+    more, less = (simulate_adaptiv(wl, MeasuredSkips.from_report(by[r]["report"])) for r in (0.6, 0.3))
+    assert more.speedup_vs_dense > less.speedup_vs_dense > 1.0
+    assert more.dense_cycles == less.dense_cycles and more.mac_energy_pj < less.mac_energy_pj
 
 
 def test_report_cli_and_missing_results(rows_dir, tmp_path):
     from kaleido.cli.report import report
 
-    r = CliRunner().invoke(report, ["--results", str(rows_dir), "--out", str(tmp_path / "x.html")])
+    r = CliRunner().invoke(report, ["--results", str(rows_dir), "--out", str(tmp_path / "x.html"),
+                                    "--workloads", "wan-1.3b-480p", "--accel-steps", "2"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "x.html").stat().st_size > 10_000
     r = CliRunner().invoke(report, ["--results", str(tmp_path / "nothing"), "--out", str(tmp_path / "y.html")])

@@ -10,8 +10,10 @@ Op kinds (the names Kaleido's traces use)::
 
     self_qk, self_pv            self-attention q.k^T and P.V   (B*heads*S*S*head_dim each)
     cross_qk, cross_pv          cross-attention q.k^T and P.V  (B*heads*S*L*head_dim each)
-    proj_q, proj_k, proj_v,     q/k/v/out projections of attn1 and attn2
-    proj_out                    (attn2's k/v run on the L text tokens)
+    proj_q, proj_k, proj_v,     self-attention (attn1) q/k/v/out projections (B*S*dim*dim each)
+    proj_out
+    cross_proj_q, cross_proj_out  cross-attention (attn2) q and out projections (video tokens)
+    cross_proj_kv               attn2's k and v projections of the L text tokens (2*B*L*dim*dim)
     ffn_in, ffn_out             the feed-forward's two linears (B*S*dim*ffn_dim each)
     estimate                    work a method adds to decide what to skip (pooled scores,
                                 sampled rows, token matching, predictions); it has no
@@ -41,13 +43,13 @@ from kaleido.reuse import OpCounts, TokenGrid
 
 OP_KINDS: tuple[str, ...] = (
     "self_qk", "self_pv", "cross_qk", "cross_pv",
-    "proj_q", "proj_k", "proj_v", "proj_out", "ffn_in", "ffn_out",
+    "proj_q", "proj_k", "proj_v", "proj_out", "cross_proj_q", "cross_proj_kv", "cross_proj_out", "ffn_in", "ffn_out",
 )
 ESTIMATE = "estimate"
 #: The units of a Wan block whose execution the handle observes, and the op kinds each covers.
 UNIT_KINDS: dict[str, tuple[str, ...]] = {
     "attn1": ("self_qk", "self_pv", "proj_q", "proj_k", "proj_v", "proj_out"),
-    "attn2": ("cross_qk", "cross_pv", "proj_q", "proj_k", "proj_v", "proj_out"),
+    "attn2": ("cross_qk", "cross_pv", "cross_proj_q", "cross_proj_kv", "cross_proj_out"),
     "ffn": ("ffn_in", "ffn_out"),
 }
 
@@ -86,8 +88,8 @@ class WanShapes:
             return {"self_qk": qk, "self_pv": qk, "proj_q": lin, "proj_k": lin, "proj_v": lin, "proj_out": lin}
         if unit == "attn2":
             qk = batch * H * S * L * d
-            return {"cross_qk": qk, "cross_pv": qk, "proj_q": batch * S * D * D, "proj_k": batch * L * D * D,
-                    "proj_v": batch * L * D * D, "proj_out": batch * S * D * D}
+            return {"cross_qk": qk, "cross_pv": qk, "cross_proj_q": batch * S * D * D,
+                    "cross_proj_kv": 2 * batch * L * D * D, "cross_proj_out": batch * S * D * D}
         if unit == "ffn":
             return {"ffn_in": batch * S * D * F, "ffn_out": batch * S * F * D}
         raise ValueError(f"unknown unit {unit!r}; known: {list(UNIT_KINDS)}")

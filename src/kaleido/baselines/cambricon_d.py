@@ -29,8 +29,9 @@ from .base import Method, MethodHandle, check_range
 
 _LINEARS = {  # (unit, module path inside the block, op kind)
     ("attn1", "attn1.to_q", "proj_q"), ("attn1", "attn1.to_k", "proj_k"), ("attn1", "attn1.to_v", "proj_v"),
-    ("attn1", "attn1.to_out.0", "proj_out"), ("attn2", "attn2.to_q", "proj_q"), ("attn2", "attn2.to_k", "proj_k"),
-    ("attn2", "attn2.to_v", "proj_v"), ("attn2", "attn2.to_out.0", "proj_out"),
+    ("attn1", "attn1.to_out.0", "proj_out"), ("attn2", "attn2.to_q", "cross_proj_q"),
+    ("attn2", "attn2.to_k", "cross_proj_kv"), ("attn2", "attn2.to_v", "cross_proj_kv"),
+    ("attn2", "attn2.to_out.0", "cross_proj_out"),
     ("ffn", "ffn.net.0.proj", "ffn_in"), ("ffn", "ffn.net.2", "ffn_out"),
 }
 

@@ -54,8 +54,10 @@ def _kind_of(record) -> str | None:
     if record.op in OP_KINDS:
         return record.op
     mod = record.module or ""
-    for suffix, kind in ((".to_q", "proj_q"), (".to_k", "proj_k"), (".to_v", "proj_v"), (".to_out.0", "proj_out"),
-                         (".net.0.proj", "ffn_in"), (".net.2", "ffn_out")):
+    for suffix, kind in ((".attn2.to_k", "cross_proj_kv"), (".attn2.to_v", "cross_proj_kv"),
+                         (".attn2.to_q", "cross_proj_q"), (".attn2.to_out.0", "cross_proj_out"),
+                         (".attn1.to_q", "proj_q"), (".attn1.to_k", "proj_k"), (".attn1.to_v", "proj_v"),
+                         (".attn1.to_out.0", "proj_out"), (".net.0.proj", "ffn_in"), (".net.2", "ffn_out")):
         if mod.endswith(suffix):
             return kind
     return None
@@ -75,6 +77,12 @@ class _KaleidoHandle(MethodHandle):
             return base
         from kaleido.reuse import OpCounts
 
+        trace_calls = {(r.step, r.context) for r in trace.records if r.op == "self_qk" and r.layer == 0}
+        if len(trace_calls) != self.calls:
+            raise ValueError(
+                f"the Kaleido trace covers {len(trace_calls)} transformer calls but {self.calls} ran while applied: "
+                "report() covers one generation per apply(); apply again for the next one"
+            )
         by_kind: dict[str, OpCounts] = {}
         for r in trace.records:
             kind = _kind_of(r)
@@ -94,6 +102,11 @@ class _KaleidoHandle(MethodHandle):
             counts[kind] = oc
         extra = dict(base.extra)
         extra["trace_summary_ops"] = sorted(by_kind)
+        try:  # the measured mode statistics, in the accelerator simulator's profile format
+            profile, notes = trace.to_profile()
+            extra["hw_profile"] = profile.to_dict()
+        except (ValueError, ImportError) as e:
+            extra["hw_profile_error"] = str(e)
         return MethodReport(base.method, base.settings, counts, base.calls, extra)
 
     def remove(self) -> None:

@@ -16,7 +16,10 @@ SHIPPED_RESULTS = Path("docs/results/compare")
               help=f"Rows of a `kaleido compare` sweep (default: {SHIPPED_RESULTS} from the repository; "
                    "if absent, a small sweep on the random pipeline runs first into results/report-sweep).")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes for that fallback sweep.")
-def report(out_path, results_dir, workers):
+@click.option("--workloads", default="wan-1.3b-480p,wan-1.3b-720p,hunyuan-720p", show_default=True,
+              help="Comma-separated simulator workloads for the accelerator comparison.")
+@click.option("--accel-steps", type=int, default=None, help="Denoising steps of those workloads (default: each model's).")
+def report(out_path, results_dir, workers, workloads, accel_steps):
     """Write one HTML file: Pareto, matched-savings table, frames, accelerators, the paper's figures."""
     from kaleido.report import build_report
 
@@ -35,7 +38,8 @@ def report(out_path, results_dir, workers):
             run_sweep(pts, results_dir, n_workers=workers)
             note = "Fallback sweep on the RANDOM (untrained) pipeline: the numbers only exercise the machinery."
     try:
-        path = build_report(results_dir, out_path, source_note=note)
+        path = build_report(results_dir, out_path, source_note=note,
+                            workloads=tuple(w.strip() for w in workloads.split(",") if w.strip()), accel_steps=accel_steps)
     except ValueError as e:
         raise click.UsageError(str(e))
     click.echo(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)")

@@ -27,7 +27,9 @@ def method_grid(pipeline: str) -> dict[str, list[dict]]:
     small = pipeline == "random-wan"
     block = 8 if small else 64
     return {
-        "kaleido": [dict(theta1=t1, theta2=t2) for t1, t2 in ((1, 4), (2, 8), (4, 8), (8, 8), (16, 16), (32, 32))],
+        # theta2 <= 2**(low_bits-1) keeps PARTIAL reuse exact (SPEC §3); larger thresholds need more low bits
+        "kaleido": [dict(theta1=t1, theta2=t2, low_bits=lb)
+                    for t1, t2, lb in ((1, 4, 4), (2, 8, 4), (4, 8, 4), (8, 8, 4), (16, 32, 6), (32, 32, 6))],
         "sparse_videogen": [dict(density=d, block_size=block) for d in (0.5, 0.3, 0.2)],
         "block_topk": [dict(density=d, block_size=block) for d in (0.5, 0.3, 0.2)],
         "tome": [dict(ratio=r) for r in (0.3, 0.45, 0.6)],

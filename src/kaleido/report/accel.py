@@ -1,53 +1,103 @@
-"""The accelerator comparison in the report, from :mod:`kaleido.hw` and the measured rows.
+"""The accelerator comparison in the report: every design on published workloads.
 
-Two tables, both labelled with what they are:
+* **Kaleido** and the **dense array** and the **A100**: ``kaleido.hw.simulate`` with the
+  reuse profile measured by Kaleido's own trace on the miniature pipeline (the
+  representative Kaleido setting's row), carried to the workload by the simulator's
+  documented transfer rule; utilisation with no dispatcher, the scheduler, and
+  scheduler + matcher come from the same run.
+* **AdapTiV / EXION / Cambricon-D-class** designs: :mod:`kaleido.baselines.accel_adaptiv`,
+  ``accel_exion``, ``accel_cambricon_d`` - the same array and cycle model, with the
+  work their algorithms left when they ran on the miniature pipeline (the rows of
+  ``adaptiv``, ``exion``, ``cambricon_d``), and each model's unmodelled costs listed.
 
-* **simulated** (``kaleido.hw.simulate``): the dense 128x128 array, Kaleido's array at
-  each dispatcher level (utilisation with and without the dispatcher) and the A100, on a
-  published workload with a reuse profile;
-* **skip-bound** per method: the dense array's simulated cycles of every op kind scaled by
-  the fraction of 8-bit-equivalent MACs the method left on that op kind *as measured on
-  the miniature pipeline* (``1 - saved``).  This is an upper bound on what an accelerator
-  built around the method could reach (no utilisation loss of its dataflow is modelled);
-  the AdapTiV / EXION / Cambricon-D dataflow models that would lower it are not built here.
+Times are compute-bound array cycles at the configured clock (the simulator's Kaleido
+time also takes DRAM into account; here we compare cycles for every design alike).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-#: our op kinds -> the simulator's workload op kinds
-OP_TO_HW = {"self_qk": "self_attn_qk", "self_pv": "self_attn_pv", "cross_qk": "cross_attn_qk",
-            "cross_pv": "cross_attn_pv", "proj_q": "proj_q", "proj_k": "proj_k", "proj_v": "proj_v",
-            "proj_out": "proj_out", "cross_proj_q": "cross_proj_q", "cross_proj_kv": "cross_proj_kv",
-            "cross_proj_out": "cross_proj_out", "ffn_in": "ffn_up", "ffn_out": "ffn_down"}
+DEFAULT_WORKLOADS = ("wan-1.3b-480p", "wan-1.3b-720p", "hunyuan-720p")
+BASELINE_DESIGNS = (("adaptiv", "accel_adaptiv", "simulate_adaptiv"), ("exion", "accel_exion", "simulate_exion"),
+                    ("cambricon_d", "accel_cambricon_d", "simulate_cambricon_d"))
 
 
-def simulated(workload: str = "wan-1.3b-480p", profile_path: str | Path | None = None, steps: int = 10) -> dict:
-    """``simulate`` summary of ``workload`` with a profile (default: the simulator's shipped example)."""
+def _profile(d: dict, wl):
     from kaleido.hw.profile import Profile
-    from kaleido.hw.simulate import simulate
+
+    prof = Profile.from_dict(d)
+    missing = [k for k in wl.op_kinds() if k not in prof.ops]
+    for k in missing:
+        prof.ops[k] = None  # dense: the trace did not cover it
+    return prof, missing
+
+
+def synthetic_profile_path() -> Path:
+    import importlib.resources
+
+    return Path(str(importlib.resources.files("kaleido") / "assets" / "profiles" / "synthetic_correlated.json"))
+
+
+def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workload: str, steps: int | None = None) -> dict:
+    """All designs on ``workload``; ``baseline_rows``: method -> one sweep row (its representative setting)."""
+    import importlib
+    import json
+
+    from kaleido.baselines.accel_common import MeasuredSkips
+    from kaleido.hw.config import ArrayConfig
+    from kaleido.hw.simulate import DESIGN_LEVEL, simulate
     from kaleido.hw.workloads import get_workload
 
-    if profile_path is None:
-        import importlib.resources
-
-        profile_path = Path(str(importlib.resources.files("kaleido") / "assets" / "profiles" / "synthetic_correlated.json"))
-    prof = Profile.load(profile_path)
     wl = get_workload(workload, steps=steps)
-    res = simulate(wl, prof, transfer=True)
-    s = res.summary()
-    dense_by_op = {op: d["dense_cycles"] for op, d in res.by_op().items()}
-    return {"workload": workload, "steps": steps, "profile": prof.label or str(profile_path),
-            "summary": s, "dense_cycles_by_op": dense_by_op}
+    notes = []
+    if kaleido_row is not None and "hw_profile" in kaleido_row["report"].get("extra", {}):
+        prof, missing = _profile(kaleido_row["report"]["extra"]["hw_profile"], wl)
+        low_bits = int(kaleido_row["report"]["op_counts"]["self_qk"]["low_bits"])
+        src = f"measured: kaleido {kaleido_row['point']['settings']} on the miniature pipeline"
+        if missing:
+            notes.append(f"Kaleido profile has no statistics for {missing}: simulated dense")
+    else:
+        prof, _ = _profile(json.loads(synthetic_profile_path().read_text()), wl)
+        low_bits = 4
+        src = "SYNTHETIC example profile (no Kaleido rows with a trace)"
+    cfg = ArrayConfig(low_bits=low_bits)
+    sim = simulate(wl, prof, cfg, transfer=True)
+    s = sim.summary()
+    pes = cfg.rows * cfg.cols
+    clock = cfg.clock_ghz * 1e9
+    dense_cyc = s["cycles"]["dense_array"]
+    k_cyc = s["cycles"][f"kaleido[{DESIGN_LEVEL}]"]
+    e = sim.energy_table
+    dense_macs = s["macs"]["dense"]
+    designs = [
+        {"design": "dense 128x128 int8 array", "source": "dense", "cycles": dense_cyc,
+         "utilisation": s["utilisation"]["dense_array"], "mac_energy_j": dense_macs * e.mac_pj(8) * 1e-12,
+         "psnr": None},
+        {"design": "Kaleido (scheduler + matcher)", "source": src, "cycles": k_cyc,
+         "utilisation": s["utilisation"][DESIGN_LEVEL],
+         "mac_energy_j": s["energy_by_component_j"]["kaleido"]["mac"], "psnr": _psnr(kaleido_row)},
+    ]
+    for method, module, fn in BASELINE_DESIGNS:
+        row = baseline_rows.get(method)
+        if row is None:
+            continue
+        mod = importlib.import_module(f"kaleido.baselines.{module}")
+        r = getattr(mod, fn)(wl, MeasuredSkips.from_report(row["report"]), cfg, e)
+        designs.append({"design": r.design, "source": f"measured: {method} {row['point']['settings']}",
+                        "cycles": r.cycles, "utilisation": r.utilisation(pes), "mac_energy_j": r.mac_energy_pj * 1e-12,
+                        "psnr": _psnr(row), "assumptions": r.assumptions})
+    for d in designs:
+        d["time_s"] = d["cycles"] / clock
+        d["speedup_vs_dense"] = dense_cyc / max(1.0, d["cycles"])
+        d["kaleido_speedup_over_it"] = d["cycles"] / max(1.0, k_cyc)
+    return {"workload": workload, "steps": wl.steps, "designs": designs, "a100_time_s": s["time_s"]["a100"],
+            "a100_energy_j": s["energy_j"]["a100"], "kaleido_time_s_with_dram": s["time_s"]["kaleido"],
+            "utilisation": s["utilisation"], "normalisation": s["normalisation"], "notes": notes + list(sim.notes)}
 
 
-def skip_bound_speedup(saved_by_kind: dict[str, float], dense_cycles_by_op: dict[str, float]) -> float:
-    """Dense-array cycles / cycles left when each op kind keeps ``1 - saved`` of its work."""
-    total = sum(dense_cycles_by_op.values())
-    left = 0.0
-    for hw_op, cyc in dense_cycles_by_op.items():
-        ours = [k for k, v in OP_TO_HW.items() if v == hw_op]
-        saved = saved_by_kind.get(ours[0], 0.0) if ours else 0.0
-        left += cyc * (1.0 - saved)
-    return total / left if left > 0 else float("inf")
+def _psnr(row):
+    if row is None:
+        return None
+    v = row["quality"]["psnr"]
+    return float("inf") if v == "inf" else float(v)

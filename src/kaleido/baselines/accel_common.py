@@ -1,0 +1,126 @@
+"""Shared machinery of the accelerator-baseline models (AdapTiV, EXION, Cambricon-D).
+
+Each design runs a published workload (:mod:`kaleido.hw.workloads`) on the same
+128x128 int8 systolic array as Kaleido (same :class:`~kaleido.hw.config.ArrayConfig`,
+same fold/fill/drain cycle model :func:`kaleido.hw.compute.dense_cycles`), with the work
+that its algorithm leaves.  How much work is left is never typed in: it comes from
+:class:`MeasuredSkips`, the per-op-kind MAC counts its algorithm produced when it ran
+on the miniature pipeline (the ``report`` of a sweep row), carried to the workload as
+fractions (the same resolution-independence rule as the simulator's profiles).
+
+Each design module states how its dataflow turns those fractions into cycles; what is
+not modelled (and would lower the result) is written next to it.  Energy here is the
+MAC energy only (8x8 and low-bit multiplies with a 32-bit accumulate, from the
+simulator's cited :class:`~kaleido.hw.energy.EnergyTable`); memory energy is left out
+for every design alike in this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .base import OP_KINDS
+
+#: our op kinds -> the simulator's workload op kinds
+OP_TO_HW = {"self_qk": "self_attn_qk", "self_pv": "self_attn_pv", "cross_qk": "cross_attn_qk",
+            "cross_pv": "cross_attn_pv", "proj_q": "proj_q", "proj_k": "proj_k", "proj_v": "proj_v",
+            "proj_out": "proj_out", "cross_proj_q": "cross_proj_q", "cross_proj_kv": "cross_proj_kv",
+            "cross_proj_out": "cross_proj_out", "ffn_in": "ffn_up", "ffn_out": "ffn_down"}
+assert set(OP_TO_HW) == set(OP_KINDS)
+
+
+@dataclass(frozen=True)
+class OpFractions:
+    """Shares of one op kind's dense MACs: computed 8x8, computed low-bit, skipped."""
+
+    mac8: float
+    mac_low: float
+    skipped: float
+    low_bits: int
+
+    @property
+    def kept(self) -> float:
+        return self.mac8 + self.mac_low
+
+
+@dataclass
+class MeasuredSkips:
+    """Per simulator op kind, the fractions a method's algorithm measured (absent: dense)."""
+
+    method: str
+    settings: dict
+    ops: dict[str, OpFractions] = field(default_factory=dict)
+
+    @classmethod
+    def from_report(cls, report: dict) -> "MeasuredSkips":
+        """From ``MethodReport.to_dict()`` (a sweep row's ``report``)."""
+        ops = {}
+        for kind, oc in report["op_counts"].items():
+            if kind not in OP_TO_HW:
+                continue
+            d = oc["dense_macs"]
+            if d <= 0:
+                continue
+            ops[OP_TO_HW[kind]] = OpFractions(oc["mac8"][0] / d, oc["mac_low"][0] / d, oc["skipped"][0] / d,
+                                              int(oc["low_bits"]))
+        return cls(report["method"], report["settings"], ops)
+
+    def get(self, hw_op: str) -> OpFractions:
+        return self.ops.get(hw_op, OpFractions(1.0, 0.0, 0.0, 8))
+
+
+@dataclass
+class DesignResult:
+    """One design on one workload (compute-bound cycles, MAC energy)."""
+
+    design: str
+    workload: str
+    cycles: float
+    dense_cycles: float
+    macs_done: float  # 8-bit-equivalent multiply-accumulates the array performed (low-bit ones weighted b/8)
+    dense_macs: float
+    mac_energy_pj: float
+    assumptions: list[str] = field(default_factory=list)
+    source: str = "measured skip statistics (miniature pipeline) x modelled dataflow"
+
+    def utilisation(self, pes: int) -> float:
+        return self.macs_done / max(1.0, pes * self.cycles)
+
+    @property
+    def speedup_vs_dense(self) -> float:
+        return self.dense_cycles / max(1.0, self.cycles)
+
+    def to_dict(self, pes: int | None = None) -> dict:
+        d = dict(self.__dict__)
+        d["speedup_vs_dense"] = self.speedup_vs_dense
+        if pes:
+            d["utilisation"] = self.utilisation(pes)
+        return d
+
+
+def run_design(name: str, workload, skips: MeasuredSkips, gemm_model, cfg=None, energy=None,
+               assumptions: tuple[str, ...] = ()) -> DesignResult:
+    """Sum ``gemm_model(g, fractions, cfg) -> (cycles, mac8, mac_low, low_bits)`` over the workload's GEMMs."""
+    from kaleido.hw.compute import dense_cycles
+    from kaleido.hw.config import ArrayConfig
+    from kaleido.hw.energy import EnergyTable
+
+    cfg = cfg or ArrayConfig()
+    energy = energy or EnergyTable()
+    cyc = dcyc = done = dense = e = 0.0
+    for g in workload.gemms:
+        fr = skips.get(g.op)
+        c, m8, ml, lb = gemm_model(g, fr, cfg)
+        cyc += c * g.count
+        dcyc += dense_cycles(g.M, g.K, g.N, cfg) * g.count
+        done += (m8 + ml * lb / 8) * g.count
+        dense += g.M * g.K * g.N * g.count
+        e += (m8 * energy.mac_pj(8) + ml * energy.mac_pj(lb)) * g.count
+    return DesignResult(name, workload.name, cyc, dcyc, done, dense, e, list(assumptions))
+
+
+def ceil_frac(n: int, f: float) -> int:
+    """``ceil(n * f)``, at least 1 when ``f > 0`` (0 when ``f == 0``)."""
+    import math
+
+    return 0 if f <= 0 else max(1, math.ceil(n * f - 1e-9))
