@@ -90,3 +90,10 @@ def test_bad_files(tmp_path):
     (tmp_path / "l.yaml").write_text("- 1\n- 2\n")
     with pytest.raises(ValueError, match="mapping"):
         KaleidoConfig.load(tmp_path / "l.yaml")
+
+
+def test_shipped_default_yaml_is_the_default_config():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
+    assert KaleidoConfig.load(path) == KaleidoConfig()

@@ -1,0 +1,101 @@
+"""Wall time of Kaleido-enabled generation against dense, on the miniature pipeline (CPU).
+
+Target (issue 4): Kaleido generation at most 2x the dense generation's wall time.
+
+Dense and Kaleido generations alternate (same prompt and seed), ``--repeats`` times,
+so a machine-wide slowdown hits both alike; the ratio of the medians is printed,
+for the whole pipeline call and for the transformer alone.  Run::
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_generate.py [--model tiny] [--repeats 3]
+
+``--model tiny`` needs the shipped pipeline; ``--model random`` uses a tiny random
+Wan pipeline built in code (same code path, not the shipped model's shapes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="tiny", help="'tiny', 'random', a pipeline folder or hub id")
+    ap.add_argument("--config", default=None, help="KaleidoConfig YAML/JSON (default: built-in default)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    import kaleido
+    from kaleido.integrations import KaleidoConfig
+    from kaleido.integrations.evaluation import EVAL_PROMPTS, GenerationSettings, generate, load_any_pipeline, tiny_defaults
+
+    if args.model == "random":
+        from kaleido.integrations.testing import tiny_random_wan_pipeline
+
+        pipe = tiny_random_wan_pipeline()
+        settings = tiny_defaults()
+    else:
+        pipe = load_any_pipeline(args.model)
+        settings = tiny_defaults() if args.model == "tiny" else GenerationSettings()
+    if args.steps:
+        settings.steps = args.steps
+    pipe.set_progress_bar_config(disable=True)
+    cfg = KaleidoConfig.load(args.config) if args.config else KaleidoConfig()
+    prompt, seed = EVAL_PROMPTS[0], 0
+
+    generate(pipe, prompt, seed, settings)  # warm-up (allocations, lazy imports)
+    times = {"dense_pipeline": [], "kaleido_pipeline": [], "dense_transformer": [], "kaleido_transformer": []}
+    saved = None
+    for _ in range(args.repeats):
+        _, wall, tr = generate(pipe, prompt, seed, settings)
+        times["dense_pipeline"].append(wall)
+        times["dense_transformer"].append(tr)
+        kaleido.apply(pipe.transformer, cfg)
+        try:
+            _, wall, tr = generate(pipe, prompt, seed, settings)
+            saved = kaleido.get_trace(pipe.transformer).summary()
+        finally:
+            kaleido.remove(pipe.transformer)
+        times["kaleido_pipeline"].append(wall)
+        times["kaleido_transformer"].append(tr)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    result = {
+        "model": args.model,
+        "settings": settings.to_dict(),
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "median_s": med,
+        "ratio_pipeline": med["kaleido_pipeline"] / med["dense_pipeline"],
+        "ratio_transformer": med["kaleido_transformer"] / med["dense_transformer"],
+        "self_qk_saved_fraction": saved["per_op"]["self_qk"]["saved_fraction"],
+        "whole_transformer_saved_fraction": saved["whole_transformer"]["saved_fraction"],
+        "target_ratio": 2.0,
+    }
+    result["meets_target"] = result["ratio_pipeline"] <= 2.0
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"model {args.model}: {settings.steps} steps, {settings.frames} frames {settings.height}x{settings.width}, "
+              f"{args.repeats} alternating repeats, {args.threads} thread(s)")
+        print(f"  pipeline    dense {med['dense_pipeline']:.2f} s  kaleido {med['kaleido_pipeline']:.2f} s  "
+              f"ratio {result['ratio_pipeline']:.2f} (target <= 2.0: {'met' if result['meets_target'] else 'NOT met'})")
+        print(f"  transformer dense {med['dense_transformer']:.2f} s  kaleido {med['kaleido_transformer']:.2f} s  "
+              f"ratio {result['ratio_transformer']:.2f}")
+        print(f"  saved (8-bit-equivalent MACs): self-attn q.k^T {100 * result['self_qk_saved_fraction']:.1f}%, "
+              f"whole transformer {100 * result['whole_transformer_saved_fraction']:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
