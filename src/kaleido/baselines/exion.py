@@ -91,7 +91,7 @@ class Exion(Method):
             ql, kl = leading_one(quantize_int8_per_head(q)), leading_one(quantize_int8_per_head(k))
             pred = torch.einsum("bshd,bthd->bhst", ql, kl)
             n_keep = max(1, min(S, int(round(s.attn_density * S))))
-            top = pred.topk(n_keep, dim=-1).indices
+            top = pred.topk(n_keep, dim=-1, sorted=False).indices
             keep = torch.zeros(B, H, S, S, dtype=torch.bool).scatter_(-1, top, True)
             record_pairs(handle, int(keep.sum()), B * H * S * S, d)
             handle.ledger.add("estimate", mac8=math.ceil(B * H * S * S * d / 4))
