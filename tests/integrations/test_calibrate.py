@@ -1,0 +1,46 @@
+"""Calibrated chunk axes follow the direction in which the video does not change."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kaleido
+from kaleido.integrations import KaleidoConfig
+from kaleido.integrations.calibrate import calibrate_axes
+from kaleido.reuse import ReuseConfig
+
+
+def _wan():
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(0)
+    return WanTransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4, out_channels=4,
+        text_dim=16, freq_dim=16, ffn_dim=32, num_layers=2, rope_max_seq_len=64,
+    ).eval()
+
+
+@pytest.mark.parametrize("constant_axis", ["t", "w"])
+def test_calibration_picks_the_constant_axis(constant_axis):
+    model = _wan()
+    g = torch.Generator().manual_seed(0)
+    if constant_axis == "t":
+        x = torch.randn(1, 4, 1, 8, 8, generator=g).expand(-1, -1, 4, -1, -1)
+    else:
+        x = torch.randn(1, 4, 4, 8, 1, generator=g).expand(-1, -1, -1, -1, 8)
+    x, e = x.contiguous(), torch.randn(1, 7, 16, generator=g)
+
+    def run():
+        with torch.no_grad():
+            model(x, torch.tensor([500.0]), e)
+
+    base = KaleidoConfig(reuse=ReuseConfig(2.0, 8.0))
+    cfg, table = calibrate_axes(model, run, base)
+    assert not kaleido.integrations.is_applied(model)
+    assert set(table["proj"]["0"]) == {"t", "h", "w"}
+    assert cfg.op_config("proj", 0).axes == (constant_axis,)
+    assert table["proj"]["0"][constant_axis] > 0.5
+    assert KaleidoConfig.from_yaml(cfg.to_yaml()) == cfg  # calibrated axes are part of the saved config
+    with pytest.raises(ValueError, match="unknown switches"):
+        calibrate_axes(model, run, base, switches=("mlp",))
