@@ -80,6 +80,16 @@ def test_dask_local_cluster_runs_the_sweep(tmp_path):
     assert pareto_figure(aggs)[:4] == b"\x89PNG"
 
 
+def test_existing_scheduler_takes_the_same_path(tmp_path):
+    from distributed import LocalCluster
+
+    pts = small_points()[:2]  # the dense reference and one method point
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        summary = run_sweep(pts, tmp_path, scheduler=cluster.scheduler_address, progress=False)
+    assert summary.computed == 2 and len(load_rows(tmp_path)) == 2
+
+
 def test_bad_scheduler_address_is_refused(tmp_path):
     with pytest.raises(ValueError, match="tcp://HOST:PORT"):
         run_sweep(small_points(), tmp_path, scheduler="localhost:8786", progress=False)

@@ -80,8 +80,8 @@ def load_pipeline(name: str):
             raise ValueError(f"pipeline 'tiny' needs kaleido.tiny.pipeline, which failed to import ({e}); "
                              "use --pipeline random-wan") from None
         pipe = tiny_pipeline.load_pipeline("tiny")
-        call = dict(getattr(tiny_pipeline, "DEFAULT_CALL", {}) or {})
-        return pipe, call
+        pipe.set_progress_bar_config(disable=True)
+        return pipe, tiny_pipeline.TINY_DEMO.to_dict()
     path = Path(os.path.expanduser(name))
     if path.is_dir():
         from diffusers import WanPipeline
