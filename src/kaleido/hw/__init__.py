@@ -9,15 +9,19 @@ Reuse statistics: :mod:`.profile` (format, loader, carry-over rule),
 :mod:`.trace_adapter` (``ReuseTrace`` -> profile), :mod:`.example_profile`.
 """
 
-from .config import ArrayConfig, BufferConfig
-from .energy import ActionCounts, EnergyTable
-from .gpu import A100Config
-from .profile import OpProfile, Profile
-from .simulate import DESIGN_LEVEL, GemmResult, SimResult, simulate, simulate_gemm
-from .workloads import Gemm, Workload, get_workload, workload_names
+import importlib
 
-__all__ = [
-    "ArrayConfig", "BufferConfig", "ActionCounts", "EnergyTable", "A100Config", "OpProfile", "Profile",
-    "DESIGN_LEVEL", "GemmResult", "SimResult", "simulate", "simulate_gemm", "Gemm", "Workload",
-    "get_workload", "workload_names",
-]
+#: public name -> submodule; imported on first use so ``import kaleido.hw.compute`` stays light
+_EXPORTS = {
+    "ArrayConfig": "config", "BufferConfig": "config", "ActionCounts": "energy", "EnergyTable": "energy",
+    "A100Config": "gpu", "OpProfile": "profile", "Profile": "profile", "DESIGN_LEVEL": "simulate",
+    "GemmResult": "simulate", "SimResult": "simulate", "simulate": "simulate", "simulate_gemm": "simulate",
+    "Gemm": "workloads", "Workload": "workloads", "get_workload": "workloads", "workload_names": "workloads",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
