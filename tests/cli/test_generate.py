@@ -87,3 +87,15 @@ def test_sweep_writes_csv_and_plot(tmp_path, pipe_dir):
     assert (out / "sweep.png").stat().st_size > 0 and "saved_self_qk" in (out / "sweep.csv").read_text()
     r = CliRunner().invoke(cli, ["sweep", "--model", str(pipe_dir), "--points", "1-2", "--out", str(out)])
     assert r.exit_code == 2 and "THETA1:THETA2" in r.output
+
+
+def test_calibrate_writes_a_config_with_axes(tmp_path, pipe_dir):
+    from kaleido.integrations import KaleidoConfig
+
+    out = tmp_path / "cal.yaml"
+    r = CliRunner().invoke(cli, ["calibrate", "--model", str(pipe_dir), "--prompts", "1", "--out", str(out), *FAST])
+    assert r.exit_code == 0, r.output
+    cfg = KaleidoConfig.load(out)
+    assert all(cfg.op_config("proj", layer).axes is not None for layer in (0, 1))
+    table = json.loads((tmp_path / "calibration.json").read_text())["saved_fraction"]
+    assert set(table["proj"]["0"]) == {"t", "h", "w"}

@@ -98,12 +98,14 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     except ValueError as e:
         raise click.ClickException(str(e)) from None
 
+    click.echo(f"generating {len(prompts) * len(seeds)} video(s) dense, then with Kaleido", err=True)
     dense = dense_runs(pipe, prompts, seeds, settings)
     try:
         results = kaleido_runs(pipe, cfg, dense, settings)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
 
+    click.echo(results[0].report["summary"], err=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg.save(out / "config.yaml")
@@ -123,6 +125,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
             "saved_fraction": "1 - 8-bit-equivalent MACs / dense MACs (a low_bits x 8 MAC counts low_bits/8)",
             "whole_transformer": "every GEMM of the transformer, text-side and embedding layers included",
         },
+        "apply_report": results[0].report,
         "runs": runs,
         "aggregate": aggregate(results),
     }

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "kaleido.cli.simulate:simulate",
     "generate": "kaleido.cli.generate:generate",
     "sweep": "kaleido.cli.sweep:sweep",
+    "calibrate": "kaleido.cli.calibrate:calibrate",
 }
 
 

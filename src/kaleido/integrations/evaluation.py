@@ -37,6 +37,12 @@ EVAL_PROMPTS: tuple[str, ...] = (
     "a real video of a cartoon forest",
     "a real video of people riding bikes on a street",
 )
+#: prompts for calibration (none of them is an evaluation prompt)
+CALIBRATION_PROMPTS: tuple[str, ...] = (
+    "a green circle moving down on a plain background",
+    "a red triangle rotating on a checkered background",
+    "a blue circle moving left on a cloudy background",
+)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -153,6 +159,7 @@ class RunResult:
     comparison: VideoComparison
     trace: ReuseTrace
     wall_s: dict[str, float] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -182,7 +189,10 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
     from tqdm.auto import tqdm
 
     results = []
-    apply(pipe.transformer, config)
+    report = apply(pipe.transformer, config)
+    patched = {"summary": report.summary(), "active_ops": report.ops_by_kind(),
+               "attention": len(report.attention), "linears": len(report.linears),
+               "dense_counted": len(report.dense_counted)}
     try:
         for (p, s), (ref, wall_d, tr_d) in tqdm(list(dense.items()), desc=desc, disable=not progress):
             frames, wall_k, tr_k = generate(pipe, p, s, settings)
@@ -193,7 +203,7 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
             results.append(RunResult(p, s, ref, frames, cmp, trace, {
                 "dense_pipeline": wall_d, "kaleido_pipeline": wall_k,
                 "dense_transformer": tr_d, "kaleido_transformer": tr_k,
-            }))
+            }, patched))
     finally:
         remove(pipe.transformer)
     return results
