@@ -59,7 +59,7 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = Console(width=max(Console().width, 140))
     t = Table(title=f"methods on {len({r['prompt'] for r in rows if 'prompt' in r})} prompts (rows in {results})")
     for c in ("method / settings", "n", "PSNR dB", "SSIM", "self q.k^T saved", "net of estimate", "transformer saved"):
         t.add_column(c, justify="right" if c != "method / settings" else "left")
