@@ -214,8 +214,6 @@ def apply(
 
 
 def _undo(transformer: torch.nn.Module, undo: _Undo) -> None:
-    from diffusers.hooks import HookRegistry
-
     for module, original in reversed(undo.processors):
         module.set_processor(original)
     for h in undo.handles:
@@ -235,7 +233,6 @@ def _undo(transformer: torch.nn.Module, undo: _Undo) -> None:
     reg = getattr(transformer, "_diffusers_hook", None)
     if reg is not None and hasattr(reg, "invalidate_child_registries_cache"):
         reg.invalidate_child_registries_cache()
-    _ = HookRegistry
 
 
 def _runtime(transformer: torch.nn.Module) -> KaleidoRuntime:

@@ -12,6 +12,7 @@ Models that cannot be supported are listed in :data:`UNSUPPORTED` with the reaso
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from dataclasses import dataclass
@@ -115,7 +116,10 @@ class ModelAdapter:
 
     # -- per-call inputs -------------------------------------------------------------
     def bound_inputs(self, model: torch.nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
-        sig = inspect.signature(type(model).forward)
+        """The forward's arguments by name (positional ones bound to their parameter names)."""
+        if not args:
+            return dict(kwargs)
+        sig = _signature(type(model))
         try:
             bound = sig.bind_partial(model, *args, **kwargs)
         except TypeError:
@@ -156,6 +160,11 @@ class ModelAdapter:
             "num_layers": self.num_layers(model),
             "text_position": self.text_position,
         }
+
+
+@functools.lru_cache(maxsize=32)
+def _signature(cls: type) -> inspect.Signature:
+    return inspect.signature(cls.forward)
 
 
 def register_adapter(cls: type[ModelAdapter]) -> type[ModelAdapter]:
