@@ -38,6 +38,22 @@ def _write_run(run, out: Path, fps: int, scale: int) -> dict:
     return d
 
 
+def _print_table(reuse: dict) -> None:
+    """Per-op reuse table on stderr (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="Kaleido reuse (all runs)", title_justify="left")
+    for col in ("op", "FULL", "PARTIAL", "COMPUTE", "dense MACs", "8-bit-eq. saved"):
+        t.add_column(col, justify="left" if col == "op" else "right")
+    rows = list(reuse["per_op"].items()) + [("reusable ops", reuse["reusable_ops"]), ("whole transformer", reuse["whole_transformer"])]
+    for op, d in rows:
+        f = d.get("mode_fractions") or d["mac_fractions"]
+        t.add_row(op, f"{100 * f['full']:.1f}%", f"{100 * f['partial']:.1f}%", f"{100 * f['compute']:.1f}%",
+                  f"{d['dense_macs']:.3g}", f"{100 * d['saved_fraction']:.1f}%")
+    Console(stderr=True).print(t)
+
+
 @click.command()
 @click.option("--model", default="tiny", show_default=True, help="'tiny' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--prompt", "prompts", multiple=True, help="Prompt (repeatable). Default: the first evaluation prompt.")
@@ -131,6 +147,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     agg = metrics["aggregate"]
+    _print_table(agg["reuse"])
     qk = agg["reuse"]["per_op"].get("self_qk", {})
     click.echo(
         f"PSNR {agg['psnr_mean_db'] if isinstance(agg['psnr_mean_db'], str) else round(agg['psnr_mean_db'], 2)} dB, "
