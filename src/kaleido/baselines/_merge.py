@@ -10,8 +10,6 @@ Self-attention q.k^T and P.V then cost ``N'^2 * heads * head_dim`` MACs each.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from kaleido.reuse import TokenGrid
@@ -61,7 +59,7 @@ def merged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: t
         out.index_add_(0, group, x)
         return out / size.view(-1, 1, 1)
 
-    qm, km, vm = merge(q), merge(k), merge(v)
-    logits = torch.einsum("nhd,mhd->hnm", qm, km) / math.sqrt(d) + size.log().view(1, 1, n)
-    om = torch.einsum("hnm,mhd->nhd", logits.softmax(-1), vm)
+    qm, km, vm = (merge(x).transpose(0, 1) for x in (q, k, v))  # (H, n, d)
+    bias = size.log().view(1, 1, n).expand(1, n, n)  # proportional attention: + log(size) per key
+    om = torch.nn.functional.scaled_dot_product_attention(qm, km, vm, attn_mask=bias).transpose(0, 1)
     return om[group], n

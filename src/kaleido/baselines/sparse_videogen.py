@@ -17,6 +17,7 @@ The first ``dense_steps`` steps run dense.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -50,8 +51,9 @@ def sample_rows(S: int, n: int) -> torch.Tensor:
     return torch.linspace(0, S - 1, n).round().long().unique()
 
 
+@functools.lru_cache(maxsize=16)
 def spatial_temporal_masks(grid: TokenGrid, density: float, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two ``(S, S)`` bool masks: spatial (raster layout) and temporal (position-major layout)."""
+    """The two ``(S, S)`` bool masks: spatial (raster layout) and temporal (position-major layout); cached, read-only."""
     S = grid.n_grid
     nb = n_blocks(S, block_size)
     band = band_block_mask(nb, keep_count(density, nb))
