@@ -10,6 +10,8 @@ Self-attention q.k^T and P.V then cost ``N'^2 * heads * head_dim`` MACs each.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kaleido.reuse import TokenGrid
