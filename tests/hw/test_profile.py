@@ -204,3 +204,52 @@ def test_profile_axes_round_trip_and_validation(tmp_path):
     assert Profile.load(tmp_path / "p.json").ops["self_attn_qk"].axes == ("w", "t", "t")
     with pytest.raises(ValueError, match="axes"):
         OpProfile(stats(), [], ("w", "t"))
+
+
+def test_window_full_measurement_and_interpolation():
+    from kaleido.hw.profile import window_full_counts
+
+    modes = np.zeros((1, 64, 2), np.uint8)
+    modes[0, :32, 0] = 2  # first half of group 0 fully reused
+    c = window_full_counts(modes)
+    assert c[8][0].tolist() == [4, 0] and c[8][1].tolist() == [8, 8]
+    assert c[64][0].tolist() == [0, 0]
+    op = OpProfile(stats(sizes=(1,), names=("g",)), [], None, {2: [0.5], 4: [0.25]})
+    assert op.fold_full(8)[0] == pytest.approx(0.25**2)  # beyond the largest size: independent blocks
+    assert op.fold_full(3)[0] == pytest.approx(np.sqrt(0.5 * 0.25))  # log-linear in between
+    with pytest.raises(ValueError, match="window_full"):
+        OpProfile(stats(sizes=(1,), names=("g",)), [], None, {2: [1.5]})
+
+
+def test_measured_fold_statistics_reproduce_exact_os_no_dispatcher():
+    from kaleido.hw.dispatcher import RowStats, dispatch
+    from kaleido.hw.profile import window_full_counts
+
+    rows = np.zeros((2, 1024, 2), np.uint8)
+    for b in range(0, 1024, 256):
+        rows[:, b:b + 128, 0] = 2  # alternate 128-row runs fully reused in group 0
+    rows[:, ::3, 1] = 1
+    sizes = (64, 64)
+    exact = dispatch(RowStats.from_rows(rows, sizes), 256, "os", 128, 128, True, 1024)
+    cnt = window_full_counts(rows)[128]
+    ff = cnt[0] / cnt[1]
+    flat = rows.reshape(-1, 2).astype(np.int64)
+    mc = np.stack([(flat == k).sum(0) for k in range(3)], 1)
+    st = ModeStats(sizes, ("a", "b"), 4, mc, np.bincount((flat * [1, 3]).sum(1), minlength=9))
+    measured = dispatch(RowStats.from_mode_stats(st, 1024, 0, ff), 256, "os", 128, 128, True, 1024)
+    indep = dispatch(RowStats.from_mode_stats(st, 1024), 256, "os", 128, 128, True, 1024)
+    tot = lambda d: (d.stream["none"] * d.fold_mult["none"]).sum()
+    assert tot(measured) == pytest.approx(tot(exact))
+    assert tot(indep) > tot(exact)  # independence is pessimistic for clustered maps
+
+
+def test_from_mode_maps_records_window_statistics(tmp_path):
+    grid = TokenGrid(2, 4, 8)
+    groups = ChannelGroups.from_rope(4, 2, 2)
+    modes = torch.zeros(1, grid.seq_len, 3, dtype=torch.uint8)
+    modes[0, 32:, :] = 2  # frame t=1 fully reused
+    p = Profile.from_mode_maps("x", {"self_attn_qk": [ModeMap(modes, grid, groups, 4)]})
+    wf = p.ops["self_attn_qk"].window_full
+    assert wf[32] == [0.5, 0.5, 0.5] and wf[64] == [0.0, 0.0, 0.0]
+    p.save(tmp_path / "p.json")
+    assert Profile.load(tmp_path / "p.json").ops["self_attn_qk"].window_full == wf

@@ -61,6 +61,9 @@ class RowStats:
     class_counts: np.ndarray | None = None
     rows: np.ndarray | None = None
     source: str = field(default="")
+    #: per group, measured fraction of R-row folds of consecutive rows that are all FULL
+    #: (OS "no dispatcher" from statistics; ``None``: rows taken as independent)
+    fold_full: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.marginals = np.asarray(self.marginals, dtype=np.float64)
@@ -91,7 +94,8 @@ class RowStats:
         return cls(tuple(int(s) for s in group_sizes), m.shape[1], marg, rows=m)
 
     @classmethod
-    def from_mode_stats(cls, stats: ModeStats, grid_rows: int, nongrid_rows: int = 0) -> "RowStats":
+    def from_mode_stats(cls, stats: ModeStats, grid_rows: int, nongrid_rows: int = 0,
+                        fold_full: np.ndarray | None = None) -> "RowStats":
         """Carry measured statistics to an instance of ``grid_rows`` video + ``nongrid_rows`` text rows.
 
         The fractions of ``stats`` (which must count grid rows only, see
@@ -114,7 +118,13 @@ class RowStats:
                 else:
                     classes = np.vstack([classes, np.zeros((1, G), np.uint8)])
                     counts = np.append(counts, float(nongrid_rows))
-        return cls(tuple(stats.group_sizes), n, marg, classes, counts)
+        ff = None
+        if fold_full is not None:
+            ff = np.asarray(fold_full, dtype=np.float64)
+            if ff.shape != (G,):
+                raise ValueError(f"fold_full must have one fraction per group ({G}), got shape {ff.shape}")
+            ff = ff * grid_rows / max(1, n)  # folds that hold text rows always compute
+        return cls(tuple(stats.group_sizes), n, marg, classes, counts, fold_full=ff)
 
 
 def decode_patterns(codes: np.ndarray, G: int) -> np.ndarray:
@@ -272,7 +282,7 @@ def _os_fold_streams(cls_use: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
     return union.astype(np.float64) @ cost
 
 
-def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size):
+def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_full=None):
     sizes = np.asarray(sizes, dtype=np.float64)
     cost = sizes  # a used group streams all its channels (packing pairs rows, not channels)
     # no dispatcher: consecutive rows
@@ -285,8 +295,9 @@ def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size):
     else:
         nf_full, r = divmod(size, R)
         p_full = marg_frac[:, Mode.FULL]
-        e = lambda n: ((1.0 - p_full ** n) * cost).sum()
-        none = np.array([e(R)] * nf_full + ([e(r)] if r else []))
+        e = lambda n: ((1.0 - p_full ** n) * cost).sum()  # independent rows
+        full_fold = ((1.0 - fold_full) * cost).sum() if fold_full is not None else e(R)  # measured
+        none = np.array([full_fold] * nf_full + ([e(r)] if r else []))
     if classes is None:  # marginals only: the scheduler/matcher are not modelled
         return none, none, none
     use = classes != Mode.FULL
@@ -334,7 +345,8 @@ def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, 
         mults = {k: [] for k in LEVELS}
         for classes, counts, block, mult in _windows(rs, W):
             size = int(counts.sum()) if classes is not None else int(counts)
-            for k, v in zip(LEVELS, _os_window(classes, counts, block, sizes, R, packed, marg_frac, size)):
+            res = _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, rs.fold_full)
+            for k, v in zip(LEVELS, res):
                 vals[k].append(np.asarray(v, dtype=np.float64))
                 mults[k].append(np.full(len(v), mult))
             n_win += 1

@@ -59,8 +59,20 @@ class OpProfile:
     stats: ModeStats
     per_step: list[ModeStats] = field(default_factory=list)
     axes: tuple[str, ...] | None = None  # reuse axis of each group ('t'/'h'/'w'), when known
+    #: window size w -> per group, the fraction of aligned windows of w consecutive video
+    #: rows (sequence order) in which every row is FULL; measured from mode maps
+    window_full: dict[int, list[float]] | None = None
 
     def __post_init__(self) -> None:
+        if self.window_full is not None:
+            G = len(self.stats.group_sizes)
+            wf = {}
+            for w, v in self.window_full.items():
+                v = [float(x) for x in v]
+                if int(w) < 1 or len(v) != G or any(not 0.0 <= x <= 1.0 for x in v):
+                    raise ValueError(f"OpProfile.window_full[{w}] must hold {G} fractions in [0, 1], got {v}")
+                wf[int(w)] = v
+            self.window_full = wf
         if self.axes is not None:
             self.axes = tuple(str(a) for a in self.axes)
             if len(self.axes) != len(self.stats.group_sizes) or any(a not in ("t", "h", "w") for a in self.axes):
@@ -80,7 +92,30 @@ class OpProfile:
             d["per_step"] = [s.to_dict() for s in self.per_step]
         if self.axes is not None:
             d["axes"] = list(self.axes)
+        if self.window_full:
+            d["window_full"] = {str(w): list(v) for w, v in sorted(self.window_full.items())}
         return d
+
+    def fold_full(self, R: int) -> np.ndarray | None:
+        """Per group, the fraction of R-row folds of consecutive rows that are all FULL.
+
+        Interpolated log-linearly between measured window sizes; beyond the largest
+        measured size ``w`` it follows ``p(w) ** (R / w)`` (independent blocks).
+        """
+        if not self.window_full:
+            return None
+        ws = np.array(sorted(self.window_full), dtype=np.float64)
+        P = np.array([self.window_full[int(w)] for w in ws], dtype=np.float64)
+        logp = np.log(np.clip(P, 1e-300, 1.0))
+        out = np.empty(P.shape[1])
+        for g in range(P.shape[1]):
+            if R >= ws[-1]:
+                out[g] = logp[-1, g] * R / ws[-1]
+            elif R <= ws[0]:
+                out[g] = logp[0, g] * R / ws[0]
+            else:
+                out[g] = np.interp(R, ws, logp[:, g])
+        return np.exp(out)
 
 
 @dataclass
@@ -123,16 +158,23 @@ class Profile:
                 ops[k] = None
                 continue
             per = []
+            wins: dict[int, list[np.ndarray]] = {}
             for mm in lst:
                 g = mm.grid
                 grid = grid or (g.T, g.H, g.W)
                 sub = ModeMap(mm.modes[..., g.grid_slice, :].contiguous(),
                               type(g)(g.T, g.H, g.W), mm.groups, mm.low_bits)
                 per.append(sub.stats())
+                for w, full in window_full_counts(sub.modes.numpy()).items():
+                    wins.setdefault(w, []).append(full)
             pooled = per[0]
             for s in per[1:]:
                 pooled = pooled + s
-            ops[k] = OpProfile(pooled, per if len(per) > 1 else [], tuple(a.value for a in lst[0].groups.axes))
+            wf = {}
+            for w, v in wins.items():
+                tot = np.sum(v, axis=0)  # (2, G): all-FULL windows, windows
+                wf[w] = (tot[0] / np.maximum(1.0, tot[1])).tolist()
+            ops[k] = OpProfile(pooled, per if len(per) > 1 else [], tuple(a.value for a in lst[0].groups.axes), wf)
         if grid is None:
             raise ValueError("from_mode_maps needs at least one op with mode maps")
         return cls(model, grid, ops, label, source)
@@ -168,7 +210,7 @@ class Profile:
                 continue
             try:
                 ops[k] = OpProfile(ModeStats.from_dict(v["stats"]), [ModeStats.from_dict(s) for s in v.get("per_step", [])],
-                                   v.get("axes"))
+                                   v.get("axes"), v.get("window_full"))
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"{where}: op {k!r} has corrupt statistics ({e})") from None
         return cls(str(d["model"]), grid, ops, str(d.get("label", "")), str(d.get("source", "")))
@@ -223,6 +265,27 @@ class Profile:
             )
         return st
 
+    def fold_full_for(self, wl: Workload, op: str, K: int, R: int, transfer: bool = False) -> np.ndarray | None:
+        """Per target group, the measured fraction of all-FULL R-row folds (``None``: not measured).
+
+        Carried like the fractions: per group name when the names match, else pooled
+        (weighted by channels) onto every target chunk; measured at the profile's grid.
+        """
+        entry = self.ops.get(op)
+        if entry is None or op == "cross_proj_kv":
+            return None
+        ff = entry.fold_full(R)
+        if ff is None:
+            return None
+        st = entry.stats
+        if not transfer or self._same(wl):
+            return ff  # the statistics are used as measured, groups and all
+        sizes, names = _target_groups(wl, op, K)
+        if tuple(st.group_names) == tuple(names):
+            return ff
+        w = np.asarray(st.group_sizes, dtype=np.float64)
+        return np.full(len(sizes), float((ff * w).sum() / w.sum()))
+
     def _same(self, wl: Workload) -> bool:
         return self.model == wl.model.name and self.grid == tuple(wl.grid_thw)
 
@@ -237,6 +300,23 @@ def _target_groups(wl: Workload, op: str, K: int) -> tuple[tuple[int, ...], tupl
 
 
 _AXIS_DIM = {"t": 0, "h": 1, "w": 2}
+WINDOW_SIZES = tuple(2**k for k in range(1, 11))
+
+
+def window_full_counts(modes: np.ndarray) -> dict[int, np.ndarray]:
+    """``w -> [(G,) all-FULL window counts, number of windows]`` over aligned windows of rows.
+
+    ``modes``: ``(..., S, G)`` uint8 (video rows only, sequence order).
+    """
+    m = np.asarray(modes).reshape(-1, modes.shape[-2], modes.shape[-1])
+    out = {}
+    for w in WINDOW_SIZES:
+        nw = m.shape[1] // w
+        if nw == 0:
+            break
+        full = (m[:, : nw * w].reshape(m.shape[0], nw, w, m.shape[2]) == 2).all(axis=2)
+        out[w] = np.array([full.sum(axis=(0, 1)), np.full(m.shape[2], m.shape[0] * nw)], dtype=np.float64)
+    return out
 
 
 def interior_fractions(st: ModeStats, grid: tuple[int, int, int], axes: tuple[str, ...]) -> np.ndarray | None:

@@ -55,12 +55,14 @@ class GemmResult:
         return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in self.__dict__.items()}
 
 
-def _rowstats(st: ModeStats | None, g: Gemm) -> RowStats:
+def _rowstats(st: ModeStats | None, g: Gemm, fold_full: np.ndarray | None = None) -> RowStats:
     if st is None:
         return RowStats.dense(g.K, g.M)
     if sum(st.group_sizes) != g.K:
         raise ValueError(f"{g.op}: statistics cover {sum(st.group_sizes)} channels, the GEMM has K={g.K}")
-    return RowStats.from_mode_stats(st, g.grid_rows, g.M - g.grid_rows)
+    if fold_full is not None and len(fold_full) != len(st.group_sizes):
+        fold_full = None
+    return RowStats.from_mode_stats(st, g.grid_rows, g.M - g.grid_rows, fold_full)
 
 
 def window_rows(cfg: ArrayConfig, K: int) -> int:
@@ -269,7 +271,10 @@ def simulate(
         for st, n_steps in groups.values():
             ck = (id(st), g.M, g.K, g.N, g.grid_rows, g.op)
             if ck not in cache:
-                cache[ck] = (st, simulate_gemm(g.M, g.K, g.N, _rowstats(st, g), cfg, count=1.0, op=g.op,
+                ff = None
+                if profile is not None and st is not None and cfg.dataflow == "os":
+                    ff = profile.fold_full_for(wl, g.op, g.K, cfg.rows, transfer)
+                cache[ck] = (st, simulate_gemm(g.M, g.K, g.N, _rowstats(st, g, ff), cfg, count=1.0, op=g.op,
                                                grid_rows=g.grid_rows, dram=dram))
             one = cache[ck][1]
             k = per_step * n_steps
