@@ -54,6 +54,10 @@ def summary_tables(r: SimResult):
     ut.add_row("dense array", f"{s['cycles']['dense_array']:.4g}", f"{100 * s['utilisation']['dense_array']:.1f}%")
     for lv in LEVELS:
         ut.add_row(f"Kaleido, {lv}", f"{s['cycles'][f'kaleido[{lv}]']:.4g}", f"{100 * s['utilisation'][lv]:.1f}%")
+    exposed = s["dispatcher_exposed_cycles"]
+    ut.caption = (f"dispatcher (decision + scheduler + matcher): {exposed:.4g} cycles exposed "
+                  f"({'all hidden behind the array' if exposed == 0 else 'not hidden'}), "
+                  f"{s['energy_by_component_j']['kaleido']['dispatcher']:.3g} J; area not estimated")
 
     ops = Table(title="per op kind")
     for c in ("op", "dense MACs", "8x8", "low-bit", "skipped", "speedup vs dense (cycles)", "A100 time"):
