@@ -27,6 +27,8 @@ def make_trace(rng):
     lin = ChannelGroups.from_chunks(256, 128)
     recs = [record(s, "self_qk", rope, grid, rng) for s in range(2)]
     recs += [record(s, "proj_q", lin, grid, rng, heads=1) for s in range(2)]
+    recs += [record(0, "cross_proj_q", lin, grid, rng, heads=1), record(0, "ffn_out", lin, grid, rng, heads=1),
+             record(0, "fused_out", ChannelGroups.from_chunks(384, 128), grid, rng, heads=1)]
     return trace_mod.ReuseTrace(recs, {"model_class": "HunyuanVideoTransformer3DModel"}), grid
 
 
@@ -41,6 +43,8 @@ def test_profile_from_trace_drops_text_rows_and_keeps_steps():
     assert prof.ops["self_attn_qk"].axes == ("w", "t", "t") and prof.ops["proj_q"].axes == ("t", "t")
     assert prof.grid == (3, 4, 6) and prof.model == "HunyuanVideoTransformer3DModel"
     assert prof.ops["ffn_up"] is None and any("ffn_up" in n for n in notes)
+    assert prof.ops["cross_proj_q"] is not None and prof.ops["ffn_down"].stats.group_sizes == (128, 128)
+    assert any("fused_out" in n for n in notes)
 
 
 def test_cli_accepts_a_trace(tmp_path):

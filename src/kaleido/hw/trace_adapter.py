@@ -16,6 +16,7 @@ from .workloads import Workload
 TRACE_OP_TO_KIND = {
     "self_qk": "self_attn_qk", "cross_qk": "cross_attn_qk", "self_pv": "self_attn_pv", "cross_pv": "cross_attn_pv",
     "proj_q": "proj_q", "proj_k": "proj_k", "proj_v": "proj_v", "proj_out": "proj_out",
+    "cross_proj_q": "cross_proj_q", "cross_proj_out": "cross_proj_out",
     "ffn_in": "ffn_up", "ffn_out": "ffn_down", "fused_out": "ffn_down",
 }
 
@@ -41,9 +42,15 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
     per_kind: dict[str, dict[int, ModeStats]] = {}
     axes: dict[str, tuple[str, ...]] = {}
     grid = None
+    notes = []
+    # HunyuanVideo's single-stream ``fused_out`` ([attn | mlp] -> d) has its own channel
+    # layout; it stands for ffn_down only when the trace has no ``ffn_out`` records
+    skip_fused = any(r.op == "ffn_out" for r in trace)
+    if skip_fused and any(r.op == "fused_out" for r in trace):
+        notes.append("trace op 'fused_out' not used: ffn_down statistics come from 'ffn_out'")
     for rec in trace:
         kind = TRACE_OP_TO_KIND.get(rec.op)
-        if kind is None:
+        if kind is None or (rec.op == "fused_out" and skip_fused):
             continue
         if rec.grid is not None and grid is None:
             grid = (rec.grid.T, rec.grid.H, rec.grid.W)
@@ -64,7 +71,6 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
         for s in ordered[1:]:
             pooled = pooled + s
         ops[kind] = OpProfile(pooled, ordered if len(ordered) > 1 else [], axes[kind])
-    notes = []
     if workload is not None:
         for k in workload.op_kinds():
             if k not in ops and k != "cross_proj_kv":
