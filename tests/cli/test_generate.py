@@ -99,3 +99,18 @@ def test_calibrate_writes_a_config_with_axes(tmp_path, pipe_dir):
     assert all(cfg.op_config("proj", layer).axes is not None for layer in (0, 1))
     table = json.loads((tmp_path / "calibration.json").read_text())["saved_fraction"]
     assert set(table["proj"]["0"]) == {"t", "h", "w"}
+
+
+def _tiny_shipped() -> bool:
+    from kaleido.tiny.pipeline import tiny_pipeline_path
+
+    return (tiny_pipeline_path() / "model_index.json").exists()
+
+
+@pytest.mark.skipif(not _tiny_shipped(), reason="the shipped tiny pipeline is not in src/kaleido/assets/tiny-wan yet")
+def test_generate_on_the_shipped_tiny_pipeline(tmp_path):
+    r = CliRunner().invoke(cli, ["generate", "--model", "tiny", "--steps", "2", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["transformer_class"] == "WanTransformer3DModel"
+    assert m["runs"][0]["reuse"]["per_op"]["self_qk"]["dense_macs"] > 0
