@@ -26,7 +26,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from ._hooks import replace_forward
 from .base import Method, MethodHandle, check_range

@@ -20,7 +20,7 @@ guidance run as two calls per step (use ``guidance_scale=1`` or another cache).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .base import Method, MethodHandle, check_range
 
