@@ -84,8 +84,8 @@ def test_existing_scheduler_takes_the_same_path(tmp_path):
     from distributed import LocalCluster
 
     pts = small_points()[:2]  # the dense reference and one method point
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster:
+    # an in-process cluster started by "someone else" (threads: quick to start); only its address is passed
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         summary = run_sweep(pts, tmp_path, scheduler=cluster.scheduler_address, progress=False)
     assert summary.computed == 2 and len(load_rows(tmp_path)) == 2
 
