@@ -31,8 +31,8 @@ from kaleido.tiny.train_vae import VaeTrainConfig, build_vae, train_vae
 class TinyTrainConfig:
     out_dir: str = "runs/tiny"
     seed: int = 0
-    n_train_procedural: int = 1200
-    n_train_real: int = 200
+    n_train_procedural: int = 800
+    n_train_real: int = 150
     n_val_procedural: int = 64
     n_val_real: int = 16
     clip_frames: int = 17
@@ -128,7 +128,7 @@ def main() -> None:  # pragma: no cover - background runs: python -m kaleido.tin
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="runs/tiny")
     p.add_argument("--stop-after", default=None)
-    p.add_argument("--vae-steps", type=int, default=650)
+    p.add_argument("--vae-steps", type=int, default=1100)
     p.add_argument("--transformer-steps", type=int, default=1000)
     p.add_argument("--transformer-batch", type=int, default=4)
     p.add_argument("--budget-s", type=float, default=None, help="transformer time budget")

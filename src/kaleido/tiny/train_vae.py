@@ -51,7 +51,7 @@ class VaeArch:
 @dataclass
 class VaeTrainConfig:
     out_dir: str = "runs/tiny/vae"
-    steps: int = 650
+    steps: int = 1100
     batch: int = 4
     frames: int = 5
     #: the first ``early_steps`` steps use ``early_frames``-frame clips (then ``frames``, which is cheaper)
@@ -198,7 +198,7 @@ def main() -> None:  # pragma: no cover - used for background runs: python -m ka
 
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="runs/tiny/vae")
-    p.add_argument("--steps", type=int, default=650)
+    p.add_argument("--steps", type=int, default=1100)
     p.add_argument("--base-dim", type=int, default=48)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=2)
