@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--pipeline-defaults", action="store_true",
+                    help="use the pipeline's own defaults instead of the miniature demo settings (17x64x64, 25 steps)")
     args = ap.parse_args(argv)
 
     import torch
@@ -38,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     import kaleido
     from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, GenerationSettings, generate, load_any_pipeline, tiny_defaults
+    from kaleido.integrations.evaluation import (
+        EVAL_PROMPTS, GenerationSettings, generate, load_any_pipeline, tiny_defaults,
+    )
 
     if args.model == "random":
         from kaleido.integrations.testing import tiny_random_wan_pipeline
@@ -47,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = tiny_defaults()
     else:
         pipe = load_any_pipeline(args.model)
-        settings = tiny_defaults() if args.model == "tiny" else GenerationSettings()
+        # the miniature pipeline's demo settings, for any model (a real Wan's defaults are 480p x 81 frames)
+        settings = GenerationSettings() if args.pipeline_defaults else tiny_defaults()
     if args.steps:
         settings.steps = args.steps
     pipe.set_progress_bar_config(disable=True)
