@@ -15,7 +15,7 @@ def test_train_tiny_smoke_end_to_end_and_resume(tmp_path):
     assert result.exit_code == 0, result.output + repr(result.exception)
     vae_log = [json.loads(line) for line in (out / "vae" / "log.jsonl").read_text().splitlines()]
     tr_log = [json.loads(line) for line in (out / "transformer" / "log.jsonl").read_text().splitlines()]
-    assert vae_log[-1]["step"] == 1 and all(r["loss"] > 0 for r in vae_log)
+    assert vae_log[-1]["step"] == 2 and all(r["loss"] > 0 for r in vae_log)
     assert tr_log[-1]["step"] == 2 and "val_loss" in tr_log[-1]
     assert (out / "pipeline" / "model_index.json").exists()
 

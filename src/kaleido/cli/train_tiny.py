@@ -35,6 +35,7 @@ def make_config(preset: str, out: str, seed: int, vae_steps: int | None, transfo
         cfg.clip_frames, cfg.clip_size = 5, 32
         cfg.vae.steps, cfg.vae.batch, cfg.vae.frames, cfg.vae.crop, cfg.vae.render_size = 2, 2, 5, 16, 32
         cfg.vae.early_frames, cfg.vae.early_steps = 5, 0
+        cfg.vae.finetune_steps, cfg.vae.finetune_frames = 1, 5
         cfg.vae.arch = VaeArch(base_dim=8)
         cfg.transformer.steps, cfg.transformer.batch, cfg.transformer.val_every = 3, 2, 3
         cfg.transformer.arch = TransformerArch(num_layers=1, ffn_dim=64)

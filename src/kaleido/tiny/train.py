@@ -129,6 +129,7 @@ def main() -> None:  # pragma: no cover - background runs: python -m kaleido.tin
     p.add_argument("--out", default="runs/tiny")
     p.add_argument("--stop-after", default=None)
     p.add_argument("--vae-steps", type=int, default=1100)
+    p.add_argument("--vae-finetune-steps", type=int, default=200)
     p.add_argument("--transformer-steps", type=int, default=1000)
     p.add_argument("--transformer-batch", type=int, default=4)
     p.add_argument("--budget-s", type=float, default=None, help="transformer time budget")
@@ -139,6 +140,7 @@ def main() -> None:  # pragma: no cover - background runs: python -m kaleido.tin
     torch.set_num_threads(a.threads)
     cfg = TinyTrainConfig(out_dir=a.out)
     cfg.vae.steps = a.vae_steps
+    cfg.vae.finetune_steps = a.vae_finetune_steps
     cfg.transformer.steps = a.transformer_steps
     cfg.transformer.batch = a.transformer_batch
     cfg.transformer.time_budget_s = a.budget_s
