@@ -130,7 +130,7 @@ def main() -> None:  # pragma: no cover - background runs: python -m kaleido.tin
     p.add_argument("--stop-after", default=None)
     p.add_argument("--vae-steps", type=int, default=1100)
     p.add_argument("--vae-finetune-steps", type=int, default=200)
-    p.add_argument("--transformer-steps", type=int, default=1000)
+    p.add_argument("--transformer-steps", type=int, default=2000)
     p.add_argument("--transformer-batch", type=int, default=4)
     p.add_argument("--budget-s", type=float, default=None, help="transformer time budget")
     p.add_argument("--threads", type=int, default=2)

@@ -31,7 +31,7 @@ from kaleido.tiny.latents import LatentSet
 @dataclass
 class TransformerTrainConfig:
     out_dir: str = "runs/tiny/transformer"
-    steps: int = 1000
+    steps: int = 2000
     batch: int = 4
     lr: float = 1e-3
     warmup: int = 50
