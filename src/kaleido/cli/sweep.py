@@ -18,23 +18,42 @@ from pathlib import Path
 import click
 
 
-def _parse_points(text: str) -> list[tuple[float, float]]:
+def _parse_points(text: str) -> list[tuple]:
+    """``THETA1:THETA2[:LOW_BITS[:METRIC]]`` items separated by commas."""
     pts = []
     for item in text.split(","):
         item = item.strip()
         if not item:
             continue
         try:
-            a, b = item.split(":")
-            pts.append((float(a), float(b)))
+            parts = item.split(":")
+            if not 2 <= len(parts) <= 4:
+                raise ValueError
+            pt = [float(parts[0]), float(parts[1])]
+            if len(parts) >= 3:
+                pt.append(int(parts[2]))
+            if len(parts) == 4:
+                pt.append(parts[3])
+            pts.append(tuple(pt))
         except ValueError:
             raise click.BadParameter(
-                f"threshold point {item!r}: write THETA1:THETA2 pairs separated by commas, e.g. '0:0,1:4,2:8'",
+                f"threshold point {item!r}: write THETA1:THETA2[:LOW_BITS[:METRIC]] items separated by commas, "
+                "e.g. '0:0,1:4,2:8,8:16:5,4:8:4:mean_abs'",
                 param_hint="--points",
             ) from None
     if not pts:
         raise click.BadParameter("give at least one THETA1:THETA2 point", param_hint="--points")
     return pts
+
+
+def point_config(base, pt: tuple):
+    """``base`` with the point's thresholds (and low_bits / metric when given) as base reuse settings."""
+    import dataclasses
+
+    reuse = dataclasses.replace(base.reuse, theta1=float(pt[0]), theta2=float(pt[1]),
+                                **({"low_bits": int(pt[2])} if len(pt) > 2 else {}),
+                                **({"metric": str(pt[3])} if len(pt) > 3 else {}))
+    return dataclasses.replace(base, reuse=reuse)
 
 
 def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=True) -> list[dict]:
@@ -43,13 +62,14 @@ def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=True) 
 
     dense = dense_runs(pipe, prompts, seeds, settings, progress=progress)
     rows = []
-    for t1, t2 in points:
-        cfg = base_cfg.with_thresholds(t1, t2)
+    for pt in points:
+        cfg = point_config(base_cfg, pt)
+        t1, t2 = pt[0], pt[1]
         results = kaleido_runs(pipe, cfg, dense, settings, progress=progress, desc=f"theta {t1:g}/{t2:g}", lpips=False)
         agg = aggregate(results)
         per_op = agg["reuse"]["per_op"]
         row = {
-            "theta1": t1, "theta2": t2, "runs": agg["runs"],
+            "theta1": t1, "theta2": t2, "low_bits": cfg.reuse.low_bits, "metric": cfg.reuse.metric, "runs": agg["runs"],
             "psnr_mean_db": agg["psnr_mean_db"], "psnr_min_db": agg["psnr_min_db"],
             "ssim_mean": agg["ssim_mean"], "ssim_min": agg["ssim_min"], "max_abs_diff": agg["max_abs_diff"],
             "saved_whole_transformer": agg["reuse"]["whole_transformer"]["saved_fraction"],
@@ -87,7 +107,8 @@ def write_outputs(rows: list[dict], out: Path, title: str) -> dict[str, str]:
             xs, ys = zip(*pts)
             ax.plot(xs, ys, marker=marker, label=label)
             for r, x, y in zip(finite, xs, ys):
-                ax.annotate(f"{r['theta1']:g}/{r['theta2']:g}", (x, y), fontsize=7, textcoords="offset points", xytext=(3, 3))
+                ax.annotate(f"{r['theta1']:g}/{r['theta2']:g}" + (f"/{r['low_bits']}b" if r.get("low_bits", 4) != 4 else "")
+                            + ("/mean" if r.get("metric") == "mean_abs" else ""), (x, y), fontsize=7, textcoords="offset points", xytext=(3, 3))
     ax.axhline(30, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("8-bit-equivalent MACs saved (%)")
     ax.set_ylabel("PSNR vs dense (dB)")
@@ -125,8 +146,8 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
     pts = _parse_points(points)
     try:
         base = KaleidoConfig.load(config_path) if config_path else KaleidoConfig()
-        for t1, t2 in pts:
-            base.with_thresholds(t1, t2)
+        for pt in pts:
+            point_config(base, pt)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
     settings = tiny_defaults() if model == "tiny" else GenerationSettings()
@@ -143,7 +164,7 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
     files = write_outputs(rows, Path(out_dir), title)
     for r in rows:
         click.echo(
-            f"theta {r['theta1']:g}/{r['theta2']:g}: PSNR {r['psnr_mean_db'] if isinstance(r['psnr_mean_db'], str) else round(r['psnr_mean_db'], 2)} dB, "
+            f"theta {r['theta1']:g}/{r['theta2']:g} ({r['low_bits']} bits, {r['metric']}): PSNR {r['psnr_mean_db'] if isinstance(r['psnr_mean_db'], str) else round(r['psnr_mean_db'], 2)} dB, "
             f"SSIM {r['ssim_mean']:.4f}, self_qk saved {100 * r.get('saved_self_qk', 0):.1f}%, "
             f"whole {100 * r['saved_whole_transformer']:.1f}%"
         )
