@@ -32,3 +32,17 @@ def test_train_tiny_smoke_end_to_end_and_resume(tmp_path):
     assert result.exit_code == 0, result.output + repr(result.exception)
     steps = [json.loads(line)["step"] for line in (out / "transformer" / "log.jsonl").read_text().splitlines()]
     assert steps.count(0) == 1 and steps[-1] == 3
+
+
+def test_train_tiny_rejects_bad_budgets():
+    result = CliRunner().invoke(cli, ["train-tiny", "--vae-steps", "0"])
+    assert result.exit_code != 0 and "--vae-steps" in result.output
+
+
+def test_vae_config_names_the_bad_frame_count():
+    import pytest
+
+    from kaleido.tiny.train_vae import VaeTrainConfig
+
+    with pytest.raises(ValueError, match="frames=6"):
+        VaeTrainConfig(frames=6).validate()
