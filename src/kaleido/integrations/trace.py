@@ -116,22 +116,44 @@ def _mode_fractions(c: np.ndarray) -> dict[str, float]:
     }
 
 
-def _counts_summary(oc: OpCounts) -> dict[str, Any]:
-    d = oc.dense_macs
-    return {
-        "dense_macs": int(d),
-        "mac8": int(oc.total_mac8),
-        "mac_low": int(oc.total_mac_low),
-        "skipped_macs": int(oc.total_skipped),
-        "equiv8_macs": float(oc.equiv8_macs),
-        "equiv8_saved_macs": float(d - oc.equiv8_macs),
-        "saved_fraction": float(oc.saved_fraction),
-        "mac_fractions": {
-            "compute": oc.total_mac8 / d if d else 0.0,
-            "partial": oc.total_mac_low / d if d else 0.0,
-            "full": oc.total_skipped / d if d else 0.0,
-        },
-    }
+@dataclass
+class MacTotals:
+    """MAC totals that add across ops of different ``low_bits`` (8-bit equivalents kept as numbers)."""
+
+    dense: int = 0
+    mac8: int = 0
+    mac_low: int = 0
+    skipped: int = 0
+    equiv8: float = 0.0
+
+    @classmethod
+    def of(cls, oc: OpCounts) -> "MacTotals":
+        return cls(oc.dense_macs, oc.total_mac8, oc.total_mac_low, oc.total_skipped, float(oc.equiv8_macs))
+
+    def __add__(self, o: "MacTotals") -> "MacTotals":
+        return MacTotals(self.dense + o.dense, self.mac8 + o.mac8, self.mac_low + o.mac_low,
+                         self.skipped + o.skipped, self.equiv8 + o.equiv8)
+
+    @property
+    def saved_fraction(self) -> float:
+        return 0.0 if self.dense == 0 else 1.0 - self.equiv8 / self.dense
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.dense
+        return {
+            "dense_macs": int(d),
+            "mac8": int(self.mac8),
+            "mac_low": int(self.mac_low),
+            "skipped_macs": int(self.skipped),
+            "equiv8_macs": float(self.equiv8),
+            "equiv8_saved_macs": float(d - self.equiv8),
+            "saved_fraction": self.saved_fraction,
+            "mac_fractions": {
+                "compute": self.mac8 / d if d else 0.0,
+                "partial": self.mac_low / d if d else 0.0,
+                "full": self.skipped / d if d else 0.0,
+            },
+        }
 
 
 class ReuseTrace:
@@ -204,20 +226,20 @@ class ReuseTrace:
                 out[r.op] = s
         return out
 
-    def op_kind_counts(self) -> dict[str, OpCounts]:
-        """Per op kind (``dense`` included), MAC counts summed over the whole trace."""
-        out: dict[str, OpCounts] = {}
+    def op_kind_counts(self) -> dict[str, MacTotals]:
+        """Per op kind (``dense`` included), MAC totals summed over the whole trace."""
+        out: dict[str, MacTotals] = {}
         for r in self.records:
-            oc = r.op_counts().total()
-            out[r.op] = out[r.op] + oc if r.op in out else oc
+            m = MacTotals.of(r.op_counts())
+            out[r.op] = out[r.op] + m if r.op in out else m
         return out
 
-    def total_counts(self) -> OpCounts:
+    def total_counts(self) -> MacTotals:
         """The whole transformer's MACs (every recorded GEMM, dense ones included)."""
-        total = None
-        for oc in self.op_kind_counts().values():
-            total = oc if total is None else total + oc
-        return total if total is not None else OpCounts.zeros(("total",), 4)
+        total = MacTotals()
+        for m in self.op_kind_counts().values():
+            total = total + m
+        return total
 
     def summary(self) -> dict[str, Any]:
         """Reuse statistics for reports: per op kind and for the whole transformer.
@@ -231,17 +253,18 @@ class ReuseTrace:
         for r in self.records:
             c = r.head_counts.sum(axis=(0, 1))
             counts[r.op] = counts[r.op] + c if r.op in counts else c
-        for op, oc in sorted(self.op_kind_counts().items()):
-            per_op[op] = {**_counts_summary(oc), "mode_fractions": _mode_fractions(counts[op])}
+        kinds = self.op_kind_counts()
+        for op, m in sorted(kinds.items()):
+            per_op[op] = {**m.to_dict(), "mode_fractions": _mode_fractions(counts[op])}
             per_op[op]["switch"] = OP_SWITCH_OF.get(op, None)
-        reusable = [oc for op, oc in self.op_kind_counts().items() if op != DENSE_OP]
-        reuse_total = None
-        for oc in reusable:
-            reuse_total = oc if reuse_total is None else reuse_total + oc
+        reuse_total = MacTotals()
+        for op, m in kinds.items():
+            if op != DENSE_OP:
+                reuse_total = reuse_total + m
         return {
             "per_op": per_op,
-            "reusable_ops": _counts_summary(reuse_total) if reuse_total is not None else None,
-            "whole_transformer": _counts_summary(self.total_counts()),
+            "reusable_ops": reuse_total.to_dict(),
+            "whole_transformer": self.total_counts().to_dict(),
             "records": len(self.records),
             "steps": len(self.steps),
         }
