@@ -23,6 +23,7 @@ class KaleidoSettings:
     theta1: float = 2.0  # FULL reuse below this (int8 units, L-inf)
     theta2: float = 8.0  # PARTIAL reuse below this
     low_bits: int = 4
+    metric: str = "linf"  # "linf" (max |d|) or "mean_abs" (mean |d|) over a group's channels
     dense_steps: int = 1
     self_qk: bool = True
     cross_qk: bool = True
@@ -41,7 +42,7 @@ class KaleidoSettings:
 
         d = KaleidoConfig().to_dict()
         d["reuse"].update(theta1=float(self.theta1), theta2=float(self.theta2), low_bits=int(self.low_bits),
-                          dense_steps=int(self.dense_steps))
+                          metric=str(self.metric), dense_steps=int(self.dense_steps))
         for sw in ("self_qk", "cross_qk", "proj", "ffn", "pv"):
             d["ops"][sw]["enabled"] = bool(getattr(self, sw))
         return KaleidoConfig.from_dict(d)
