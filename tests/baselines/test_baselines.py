@@ -158,3 +158,15 @@ def test_remove_restores_the_dense_model_bit_for_bit(random_pipe, generate, dens
     generate()
     h.remove()
     np.testing.assert_array_equal(generate(), dense_frames)
+
+
+def test_kaleido_behind_the_same_interface(random_pipe, generate, dense_frames):
+    frames0, rep0 = run_method(random_pipe, generate, "kaleido", theta1=0, theta2=0)
+    np.testing.assert_allclose(frames0, dense_frames, atol=1e-5)
+    assert rep0.saved_fraction("self_qk") == 0.0
+    assert rep0.op_counts["self_qk"].dense_macs == STEPS * LAYERS * HEADS * S * S * HD  # same accounting
+    frames, rep = run_method(random_pipe, generate, "kaleido", theta1=64, theta2=64, low_bits=7, metric="mean_abs")
+    assert rep.saved_fraction("self_qk") > 0.2
+    assert "hw_profile" in rep.extra and rep.extra["hw_profile"]["format"] == "kaleido-profile"
+    with pytest.raises(ValueError, match="theta2"):
+        make_method("kaleido", theta1=8, theta2=4)
