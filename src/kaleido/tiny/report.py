@@ -42,6 +42,8 @@ class TinyReport:
     linear_val_loss: float = 0.0
     loss_reduction_vs_linear: float = 0.0
     prompt_following_rate: float = 0.0
+    prompt_check_ground_truth_rate: float = 0.0  # the check on the rendered clips themselves
+    prompt_check_vae_reconstruction_rate: float = 0.0  # ... on their VAE reconstructions (a ceiling)
     prompt_following_cases: list = field(default_factory=list)
     generation_seconds: list = field(default_factory=list)
     demo_settings: dict = field(default_factory=dict)
@@ -95,6 +97,21 @@ def generate(pipe, prompt: str, seed: int, **overrides) -> np.ndarray:
     kwargs = TINY_DEMO.to_dict() | overrides
     out = pipe(prompt, generator=torch.Generator().manual_seed(seed), output_type="np", **kwargs)
     return out.frames[0]
+
+
+def measure_prompt_check_ceiling(pipe, report: TinyReport) -> None:
+    """The prompt check on ground-truth renders of the evaluation prompts and on their VAE
+    reconstructions: what the measurement gives when the transformer is perfect."""
+    from kaleido.tiny import data as D
+
+    gt, rec = [], []
+    for i, (colour, shape, direction, background) in enumerate(E.EVAL_PROMPTS):
+        clip, _ = D.render_clip(D.ShapeSpec(colour, shape, "moving", direction, background), 17, 64, seed=i)
+        gt.append(E.check_prompt_following((clip + 1) / 2, colour, direction).ok)
+        back = E.reconstruct(pipe.vae, clip[None])[0]
+        rec.append(E.check_prompt_following((back + 1) / 2, colour, direction).ok)
+    report.prompt_check_ground_truth_rate = float(np.mean(gt))
+    report.prompt_check_vae_reconstruction_rate = float(np.mean(rec))
 
 
 def measure_prompt_following(pipe, report: TinyReport, seeds=(0, 1)) -> None:
@@ -187,6 +204,8 @@ def main() -> None:  # pragma: no cover
         measure_flow_matching(pipe, run, report, docs / "tiny" / "loss_per_timestep.png")
         print("flow", report.transformer_val_loss, report.linear_val_loss, report.loss_reduction_vs_linear)
     if "prompts" not in skip:
+        measure_prompt_check_ceiling(pipe, report)
+        print("prompt check ceiling", report.prompt_check_ground_truth_rate, report.prompt_check_vae_reconstruction_rate)
         measure_prompt_following(pipe, report)
         print("prompts", report.prompt_following_rate, np.mean(report.generation_seconds))
     if "samples" not in skip:
