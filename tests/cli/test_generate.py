@@ -77,8 +77,8 @@ def test_generate_bad_input(tmp_path, pipe_dir):
 
 def test_sweep_writes_csv_and_plot(tmp_path, pipe_dir):
     out = tmp_path / "sweep"
-    r = CliRunner().invoke(cli, ["sweep", "--model", str(pipe_dir), "--points", "0:0,4:8", "--prompts", "1",
-                                 "--seeds", "1", "--out", str(out), *FAST])
+    r = CliRunner().invoke(cli, ["sweep", "--model", str(pipe_dir), "--points", "0:0,4:8",
+                                 "--prompts", "1", "--seeds", "1", "--out", str(out), *FAST])
     assert r.exit_code == 0, r.output
     rows = json.loads((out / "sweep.json").read_text())
     assert [(x["theta1"], x["theta2"]) for x in rows] == [(0, 0), (4, 8)]

@@ -58,14 +58,14 @@ def test_resolution_per_op_layer_and_step():
         ({"ops": {"proj": {"enabled": "yes"}}}, ["enabled"]),
         ({"ops": {"self_qk": {"groups": "heads"}}}, ["groups", "rope"]),
         ({"reuse": {"theta1": 5, "theta2": 2}}, ["theta1", "theta2"]),
-        ({"reuse": {"theta1": 1, "theta2": 20}}, ["low_bits"]),
+        ({"reuse": {"theta1": 1, "theta2": 40}}, ["low_bits"]),
         ({"reuse": {"low_bits": 9}}, ["low_bits"]),
         ({"reuse": {"metric": "l2"}}, ["metric"]),
         ({"ops": {"ffn": {"theta1": -1}}}, ["ops.ffn", ">= 0"]),
         ({"layers": {"a-b": {}}}, ["layers key"]),
         ({"layers": {"4-2": {}}}, ["range end"]),
         ({"layers": {"0": {"attn": {}}}}, ["unknown key"]),
-        ({"layers": {"0": {"proj": {"theta1": 9}}}}, ["layers['0'].proj"]),
+        ({"layers": {"0": {"proj": {"theta1": 40}}}}, ["layers['0'].proj"]),
         ({"version": 2}, ["version"]),
         ({"trace": {"maps": True}}, ["record_maps"]),
         ({"extra": 1}, ["unknown key"]),
@@ -97,3 +97,14 @@ def test_shipped_default_yaml_is_the_default_config():
 
     path = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
     assert KaleidoConfig.load(path) == KaleidoConfig()
+
+
+def test_round_trip_keeps_thresholds_when_an_op_drops_a_default_override():
+    import dataclasses
+
+    cfg = KaleidoConfig()
+    ops = dict(cfg.ops)
+    ops["self_qk"] = dataclasses.replace(ops["self_qk"], reuse={})
+    flat = dataclasses.replace(cfg, ops=ops)
+    back = KaleidoConfig.from_yaml(flat.to_yaml())
+    assert back.reuse_config("self_qk", 0) == flat.reuse_config("self_qk", 0) == flat.reuse

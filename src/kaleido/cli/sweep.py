@@ -1,7 +1,7 @@
 """``kaleido sweep``: quality against savings over a range of thresholds.
 
-For each ``(theta1, theta2)`` point the base thresholds of the config are replaced
-(per-op overrides kept), every (prompt, seed) is generated with Kaleido and compared
+For each ``(theta1, theta2[, low_bits[, metric]])`` point the thresholds of every op are
+replaced (the config's per-op threshold overrides are dropped), every (prompt, seed) is generated with Kaleido and compared
 with the dense video of the same seed (dense runs are made once).  Writes
 ``sweep.csv`` (one row per point: PSNR/SSIM means and minima, 8-bit-equivalent MAC
 savings per op kind and for the whole transformer, wall-time ratio), ``sweep.json``
@@ -46,14 +46,19 @@ def _parse_points(text: str) -> list[tuple]:
     return pts
 
 
-def point_config(base, pt: tuple):
-    """``base`` with the point's thresholds (and low_bits / metric when given) as base reuse settings."""
+def point_config(base, pt: tuple, keep_op_overrides: bool = False):
+    """``base`` with the point's thresholds (and low_bits / metric when given) for every op.
+
+    Per-op threshold overrides of ``base`` are dropped (so the point applies to all ops)
+    unless ``keep_op_overrides``; per-layer overrides and everything else are kept.
+    """
     import dataclasses
 
     reuse = dataclasses.replace(base.reuse, theta1=float(pt[0]), theta2=float(pt[1]),
                                 **({"low_bits": int(pt[2])} if len(pt) > 2 else {}),
                                 **({"metric": str(pt[3])} if len(pt) > 3 else {}))
-    return dataclasses.replace(base, reuse=reuse)
+    ops = base.ops if keep_op_overrides else {k: dataclasses.replace(v, reuse={}) for k, v in base.ops.items()}
+    return dataclasses.replace(base, reuse=reuse, ops=ops)
 
 
 def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=True) -> list[dict]:

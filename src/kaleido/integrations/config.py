@@ -7,15 +7,15 @@ Layout (YAML)::
 
     version: 1
     reuse:                 # base ReuseConfig for every op (kaleido.reuse.ReuseConfig keys)
-      theta1: 2            # FULL reuse below this many int8 units (L-inf by default)
-      theta2: 8            # PARTIAL reuse below this (<= 2**(low_bits-1) with linf)
-      low_bits: 4
+      theta1: 16           # FULL reuse below this many int8 units (L-inf by default)
+      theta2: 32           # PARTIAL reuse below this (<= 2**(low_bits-1) with linf)
+      low_bits: 6
       metric: linf
       granularity: group
       dense_steps: 1       # the first denoising steps run dense (warm-up)
       schedule: []         # [[start_fraction, theta1, theta2], ...] step-dependent thresholds
     ops:                   # one switch per op kind; any reuse key overrides the base here
-      self_qk:  {enabled: true, groups: rope, axes: [w, t, t]}   # RoPE groups t|h|w
+      self_qk:  {enabled: true, groups: rope, theta1: 40, theta2: 64, low_bits: 7}   # RoPE groups t|h|w
       cross_qk: {enabled: true, chunk_size: 16, axes: t}
       proj:     {enabled: true, chunk_size: 32, axes: t}         # q/k/v/out projections
       ffn:      {enabled: true, chunk_size: 32, axes: t}         # feed-forward (activations)
@@ -160,9 +160,14 @@ class OpConfig:
             raise ValueError(f"{_where(path)}: {e}") from None
 
 
+#: default self-attention q.k^T thresholds: FULL below 40 int8 units (L-inf), PARTIAL below 64
+#: with 7-bit differences - chosen on the miniature pipeline (docs/results/README.md)
+DEFAULT_SELF_QK_REUSE = {"theta1": 40.0, "theta2": 64.0, "low_bits": 7}
+
+
 def _default_ops() -> dict[str, OpConfig]:
     return {
-        "self_qk": OpConfig(enabled=True, groups="rope", chunk_size=16),
+        "self_qk": OpConfig(enabled=True, groups="rope", chunk_size=16, reuse=dict(DEFAULT_SELF_QK_REUSE)),
         "cross_qk": OpConfig(enabled=True, groups="chunk", chunk_size=16, axes=("t",)),
         "proj": OpConfig(enabled=True, groups="chunk", chunk_size=32, axes=("t",)),
         "ffn": OpConfig(enabled=True, groups="chunk", chunk_size=32, axes=("t",)),
@@ -205,7 +210,7 @@ class KaleidoConfig:
     ``record_maps``: keep full mode maps in the trace.
     """
 
-    reuse: ReuseConfig = field(default_factory=lambda: ReuseConfig(2.0, 8.0, dense_steps=1))
+    reuse: ReuseConfig = field(default_factory=lambda: ReuseConfig(16.0, 32.0, low_bits=6, dense_steps=1))
     ops: Mapping[str, OpConfig] = field(default_factory=_default_ops)
     layers: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
     record_maps: bool = False
@@ -280,8 +285,8 @@ class KaleidoConfig:
     # -- variants -------------------------------------------------------------------
     @classmethod
     def dense(cls) -> "KaleidoConfig":
-        """Every op patched but with thresholds 0: the output equals the dense model's."""
-        return cls(reuse=ReuseConfig.dense())
+        """Every op patched but with thresholds 0 (no per-op overrides): the output equals the dense model's."""
+        return cls(reuse=ReuseConfig.dense(), ops={k: replace(v, reuse={}) for k, v in _default_ops().items()})
 
     def with_thresholds(self, theta1: float, theta2: float) -> "KaleidoConfig":
         """The same config with base thresholds replaced (per-op overrides kept)."""
@@ -292,10 +297,20 @@ class KaleidoConfig:
         return {
             "version": self.version,
             "reuse": self.reuse.to_dict(),
-            "ops": {k: self.ops[k].to_dict() for k in OP_SWITCHES},
+            "ops": {k: self._op_dict(k) for k in OP_SWITCHES},
             "layers": {k: {sw: dict(p) for sw, p in v.items()} for k, v in self.layers.items()},
             "trace": {"record_maps": self.record_maps},
         }
+
+    def _op_dict(self, switch: str) -> dict:
+        """The op's dict; keys the default op overrides but this one does not are written with the
+        base value, so that loading it (which merges onto the defaults) gives the same thresholds."""
+        d = self.ops[switch].to_dict()
+        base = self.reuse.to_dict()
+        for k in _default_ops()[switch].reuse:
+            if k not in self.ops[switch].reuse:
+                d[k] = base[k]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "KaleidoConfig":
