@@ -69,6 +69,31 @@ def build_random_wan_pipeline(seed: int = 0):
     return pipe
 
 
+def pipeline_fingerprint(name: str) -> str:
+    """Identity of the weights behind ``name``: a hash of the transformer's safetensors files.
+
+    Part of every sweep point's key, so rows computed on another checkpoint (a re-shipped
+    model, a retrained folder) never mix with the current ones.
+    """
+    import hashlib
+
+    if name == "random-wan":
+        return "random-wan:" + hashlib.sha256(repr(sorted(RANDOM_WAN_TRANSFORMER.items())).encode()).hexdigest()[:12]
+    if name == "tiny":
+        from kaleido.tiny.pipeline import tiny_pipeline_path
+
+        folder = tiny_pipeline_path()
+    else:
+        folder = Path(os.path.expanduser(name))
+    files = sorted((folder / "transformer").glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"pipeline {name!r}: no transformer/*.safetensors under {folder} to fingerprint")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    return f"{name}:{h.hexdigest()[:16]}"
+
+
 def load_pipeline(name: str):
     """``(pipeline, default call kwargs)`` for ``name``: ``random-wan``, ``tiny`` or a local directory."""
     if name == "random-wan":

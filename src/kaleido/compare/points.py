@@ -26,10 +26,11 @@ class SweepPoint:
     seed: int
     settings: dict = field(default_factory=dict)
     call: dict = field(default_factory=dict)  # overrides of the pipeline's call kwargs (steps, size...)
+    model_id: str = ""  # fingerprint of the weights (kaleido.compare.pipelines.pipeline_fingerprint)
 
     def identity(self) -> dict:
-        return {"version": ROW_VERSION, "pipeline": self.pipeline, "call": self.call, "method": self.method,
-                "settings": self.settings, "prompt": self.prompt, "seed": int(self.seed)}
+        return {"version": ROW_VERSION, "pipeline": self.pipeline, "model_id": self.model_id, "call": self.call,
+                "method": self.method, "settings": self.settings, "prompt": self.prompt, "seed": int(self.seed)}
 
     @property
     def key(self) -> str:
@@ -38,7 +39,7 @@ class SweepPoint:
 
     def dense(self) -> "SweepPoint":
         """The dense reference point of this point's pipeline, call, prompt and seed."""
-        return SweepPoint(self.pipeline, DENSE, self.prompt, self.seed, {}, self.call)
+        return SweepPoint(self.pipeline, DENSE, self.prompt, self.seed, {}, self.call, self.model_id)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -48,7 +49,7 @@ class SweepPoint:
     @classmethod
     def from_dict(cls, d: dict) -> "SweepPoint":
         return cls(d["pipeline"], d["method"], d["prompt"], int(d["seed"]), dict(d.get("settings") or {}),
-                   dict(d.get("call") or {}))
+                   dict(d.get("call") or {}), str(d.get("model_id", "")))
 
 
 def _jsonable(x):

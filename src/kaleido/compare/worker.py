@@ -20,6 +20,7 @@ import numpy as np
 from .points import DENSE, SweepPoint
 
 _PIPELINES: dict[str, tuple] = {}
+_FINGERPRINTS: dict[str, str] = {}
 
 
 def _pipeline(name: str):
@@ -27,8 +28,9 @@ def _pipeline(name: str):
         import torch
 
         torch.set_num_threads(1)
-        from .pipelines import load_pipeline
+        from .pipelines import load_pipeline, pipeline_fingerprint
 
+        _FINGERPRINTS[name] = pipeline_fingerprint(name)  # of the files about to be loaded
         pipe, call = load_pipeline(name)
         pipe.set_progress_bar_config(disable=True)
         _PIPELINES[name] = (pipe, call)
@@ -69,6 +71,11 @@ def run_point(point_dict: dict, results_dir: str) -> dict:
     if out.exists():
         return json.loads(out.read_text())
     pipe, base_call = _pipeline(point.pipeline)
+    if point.model_id:
+        now = _FINGERPRINTS[point.pipeline]
+        if now != point.model_id:
+            raise ValueError(f"pipeline {point.pipeline!r} is now {now} but the sweep was planned for "
+                             f"{point.model_id}: the weights changed mid-sweep; plan the sweep again")
     call = dict(base_call, **point.call)
     dense = _dense_video(point, results, pipe, call)
     if point.method == DENSE:
