@@ -235,6 +235,7 @@ def build_report(results_dir: str | Path, out: str | Path, title: str = "Kaleido
     prompts = sorted({r["point"]["prompt"] for r in rows if "point" in r})
     seeds = sorted({r["point"]["seed"] for r in rows if "point" in r})
     calls = sorted({str(r["point"]["call"]) for r in rows if "point" in r})
+    model_ids = sorted({r["point"].get("model_id", "") for r in rows if "point" in r} - {""})
     errs = errors(rows)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [
@@ -242,7 +243,8 @@ def build_report(results_dir: str | Path, out: str | Path, title: str = "Kaleido
         f'<p class="note">Generated {now} from {len(rows)} JSON rows in <code>{html.escape(str(results_dir))}</code> '
         f"(commit {_commit()}). {html.escape(source_note)}</p>",
         "<h2>Setup</h2>",
-        f"<p>Pipeline(s): <b>{', '.join(map(html.escape, pipelines))}</b>; call overrides {html.escape(', '.join(calls))}; "
+        f"<p>Pipeline(s): <b>{', '.join(map(html.escape, pipelines))}</b> (weights {html.escape(', '.join(model_ids) or 'unrecorded')}); "
+        f"call overrides {html.escape(', '.join(calls))}; "
         f"{len(prompts)} prompt(s) x {len(seeds)} seed(s). Every method runs on the same transformer, prompt embeddings "
         "and seeded generator as the dense run; quality is PSNR (peak 1.0) and SSIM per decoded RGB frame against "
         "dense, averaged. Savings are 8-bit-equivalent MACs per op kind, counted from what each method really "
