@@ -5,7 +5,7 @@
 EVAL_DIR: ``kaleido generate`` output (8 prompts x 2 seeds, default config); SWEEP_DIR:
 ``kaleido sweep`` output; BENCH_JSON: ``benchmarks/bench_generate.py --json`` output.
 Writes ``tiny_eval_default.json`` (aggregate + per-run means), the sweep CSV/PNG/JSON,
-``bench_generate.json``, one side-by-side GIF, and ``summary.md`` (tables from these files).
+``bench_generate.json``, one side-by-side MP4, and ``summary.md`` (tables from these files).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def main() -> None:
         shutil.copy(Path(a.sweep_dir) / f, out / f)
     bench = json.loads(Path(a.bench_json).read_text())
     (out / "bench_generate.json").write_text(json.dumps(bench, indent=1))
-    gif = Path(a.eval_dir) / "run-0" / "side_by_side.gif"
-    if gif.exists():
-        shutil.copy(gif, out / "side_by_side_run0.gif")
+    video = Path(a.eval_dir) / "run-0" / "side_by_side.mp4"
+    if video.exists():
+        shutil.copy(video, out / "side_by_side_run0.mp4")
 
     agg = ev["aggregate"]
     lines = ["# Miniature pipeline: Kaleido's default config against dense", "",
