@@ -116,33 +116,43 @@ class MatchedCell:
 
 
 def matched_savings(aggs: list[SettingAggregate], targets=MATCH_TARGETS) -> dict[str, list[MatchedCell]]:
-    """PSNR/SSIM of each method at each target self-attn q.k^T saving, linearly interpolated
-    between the two settings that bracket it (never extrapolated)."""
+    """PSNR/SSIM of each method at each target self-attn q.k^T saving.
+
+    Only a method's own Pareto-optimal settings count (a user would never pick a setting
+    that another of its settings beats in both saving and PSNR; savings need not grow
+    monotonically with a method's knob).  Between two of them that bracket the target the
+    value is interpolated linearly; when none saves less than the target, the best
+    setting saving more is used (a conservative value); it is never extrapolated.
+    """
     by_method: dict[str, list[SettingAggregate]] = defaultdict(list)
     for a in aggs:
         by_method[a.method].append(a)
     out = {}
-    for m, pts in sorted(by_method.items()):
-        pts = sorted(pts, key=lambda a: a.self_qk_saved)
+    for m, allpts in sorted(by_method.items()):
+        front = pareto_front([(a.self_qk_saved, a.psnr) for a in allpts])
+        pts = sorted((allpts[i] for i in front), key=lambda a: a.self_qk_saved)
         cells = []
         for t in targets:
             cell = MatchedCell(t, None, None, "")
             exact = [a for a in pts if abs(a.self_qk_saved - t) < 0.005]
+            lo = [a for a in pts if a.self_qk_saved < t]
+            hi = [a for a in pts if a.self_qk_saved > t]
             if exact:
                 a = max(exact, key=lambda a: a.psnr)
                 cell = MatchedCell(t, a.psnr, a.ssim, f"at {a.label} ({100 * a.self_qk_saved:.1f}%)")
+            elif lo and hi:
+                a, b = lo[-1], hi[0]
+                w = (t - a.self_qk_saved) / (b.self_qk_saved - a.self_qk_saved)
+                cell = MatchedCell(t, a.psnr + w * (b.psnr - a.psnr), a.ssim + w * (b.ssim - a.ssim),
+                                   f"interpolated: {a.label} ({100 * a.self_qk_saved:.1f}%) .. "
+                                   f"{b.label} ({100 * b.self_qk_saved:.1f}%)")
+            elif hi:
+                b = max(hi, key=lambda a: a.psnr)
+                cell = MatchedCell(t, b.psnr, b.ssim, f"at {b.label}, which saves more ({100 * b.self_qk_saved:.1f}%): "
+                                                      "no Pareto setting below the target")
             else:
-                lo = [a for a in pts if a.self_qk_saved < t]
-                hi = [a for a in pts if a.self_qk_saved > t]
-                if lo and hi:
-                    a, b = lo[-1], hi[0]
-                    w = (t - a.self_qk_saved) / (b.self_qk_saved - a.self_qk_saved)
-                    cell = MatchedCell(t, a.psnr + w * (b.psnr - a.psnr), a.ssim + w * (b.ssim - a.ssim),
-                                       f"interpolated: {a.label} ({100 * a.self_qk_saved:.1f}%) .. "
-                                       f"{b.label} ({100 * b.self_qk_saved:.1f}%)")
-                else:
-                    rng = f"{100 * pts[0].self_qk_saved:.1f}%..{100 * pts[-1].self_qk_saved:.1f}%"
-                    cell.how = f"not reached: its settings save {rng} of self-attn q.k^T"
+                rng = f"{100 * pts[0].self_qk_saved:.1f}%..{100 * pts[-1].self_qk_saved:.1f}%"
+                cell.how = f"not reached: its settings save {rng} of self-attn q.k^T"
             cells.append(cell)
         out[m] = cells
     return out
