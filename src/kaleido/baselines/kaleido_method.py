@@ -45,6 +45,8 @@ class KaleidoSettings:
                           metric=str(self.metric), dense_steps=int(self.dense_steps))
         for sw in ("self_qk", "cross_qk", "proj", "ffn", "pv"):
             d["ops"][sw]["enabled"] = bool(getattr(self, sw))
+            for k in ("theta1", "theta2", "low_bits", "metric", "dense_steps"):  # per-op defaults would win
+                d["ops"][sw][k] = d["reuse"][k]
         return KaleidoConfig.from_dict(d)
 
 
@@ -90,6 +92,9 @@ class _KaleidoHandle(MethodHandle):
             if kind is None:
                 continue
             oc = r.op_counts().total()
+            if oc.low_bits != self.method.settings.low_bits and oc.total_mac_low:
+                raise ValueError(f"trace op {r.op} ran with low_bits={oc.low_bits}, not the configured "
+                                 f"{self.method.settings.low_bits}: the config did not take effect")
             oc = OpCounts(("total",), oc.mac8, oc.mac_low, oc.skipped, self.method.settings.low_bits)
             by_kind[kind] = by_kind[kind] + oc if kind in by_kind else oc
         counts = dict(base.op_counts)
