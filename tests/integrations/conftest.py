@@ -108,3 +108,13 @@ CASES = [
 @pytest.fixture(params=CASES, ids=[c.name for c in CASES])
 def case(request) -> TinyCase:
     return request.param
+
+
+#: models whose self-attention sequence holds text tokens beside the video grid
+#: (Wan keeps text in the cross-attention keys only)
+JOINT_CASES = [c for c in CASES if not c.name.startswith("wan")]
+
+
+@pytest.fixture(params=JOINT_CASES, ids=[c.name for c in JOINT_CASES])
+def joint_case(request) -> TinyCase:
+    return request.param

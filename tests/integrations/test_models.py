@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 import kaleido
@@ -78,9 +77,8 @@ def test_reuse_on_static_video_and_trace_content(case):
     del n_layers
 
 
-def test_text_rows_always_compute(case):
-    if case.name.startswith("wan"):
-        pytest.skip("Wan keeps text in cross-attention keys, not in the query rows")
+def test_text_rows_always_compute(joint_case):
+    case = joint_case
     model = case.build()
     kaleido.apply(model, KaleidoConfig(reuse=ReuseConfig(4.0, 8.0), record_maps=True))
     run(model, case.inputs(static=True))
