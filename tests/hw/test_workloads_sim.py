@@ -103,6 +103,27 @@ def test_profile_low_bits_must_match_array():
         simulate(get_workload("cogvideox-2b-480p", steps=1), example(), ArrayConfig(low_bits=3), transfer=True)
 
 
+def test_narrower_partial_runs_on_a_wider_array_multiplier():
+    wl = get_workload("cogvideox-2b-480p", steps=1)
+    r4 = simulate(wl, example(), ArrayConfig(low_bits=4), transfer=True).summary()
+    r6 = simulate(wl, example(), ArrayConfig(low_bits=6), transfer=True).summary()
+    # same decisions; a wider PARTIAL multiplier costs more energy (and loses the packed mode)
+    assert r6["macs"] == r4["macs"]
+    assert r6["energy_j"]["kaleido"] > r4["energy_j"]["kaleido"]
+
+
+def test_cli_runs_the_shipped_measured_profile():
+    from click.testing import CliRunner
+
+    from kaleido.cli.simulate import simulate as simulate_cmd
+
+    res = CliRunner().invoke(simulate_cmd, ["-w", "wan-1.3b-480p", "--profile", "tiny_wan_default", "--transfer", "--steps", "1"])
+    assert res.exit_code == 0, res.output
+    assert "PARTIAL widths [6, 7]" in res.output.replace("\n", " ")
+    bad = CliRunner().invoke(simulate_cmd, ["-w", "wan-1.3b-480p", "--profile", "no_such_profile"])
+    assert bad.exit_code != 0 and "tiny_wan_default" in bad.output
+
+
 def test_profile_of_other_model_needs_transfer():
     with pytest.raises(ValueError, match="--transfer"):
         simulate(get_workload("cogvideox-2b-480p", steps=1), example())

@@ -8,16 +8,29 @@ from pathlib import Path
 import click
 
 
+def _shipped_profiles() -> dict[str, str]:
+    """Profiles shipped in the package, by name: the file stem, and 'example' for the synthetic one."""
+    from importlib.resources import files
+
+    root = files("kaleido") / "assets" / "profiles"
+    out = {p.name[: -len(".json")]: str(p) for p in root.iterdir() if p.name.endswith(".json")}
+    out["example"] = out["synthetic_correlated"]
+    return out
+
+
 def _load_stats_source(trace: str | None, profile: str | None, wl):
     from kaleido.hw.profile import Profile
 
     if trace and profile:
         raise click.BadParameter("give --trace or --profile, not both")
     if profile:
-        if profile == "example":
-            from importlib.resources import files
-
-            profile = str(files("kaleido") / "assets" / "profiles" / "synthetic_correlated.json")
+        shipped = _shipped_profiles()
+        profile = shipped.get(profile, profile)
+        if not Path(profile).is_file():
+            raise click.BadParameter(
+                f"{profile!r} does not exist: give a profile JSON file or a shipped profile name "
+                f"({', '.join(sorted(shipped))})",
+                param_hint="--profile")
         return Profile.load(profile), []
     if trace:
         try:
@@ -35,7 +48,8 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
 @click.option("--workload", "-w", required=True,
               help="model-resolution, e.g. hunyuan-720p; comma-separated list, or 'all'.")
 @click.option("--trace", "trace", type=click.Path(dir_okay=False), help="a ReuseTrace (.safetensors) for the reuse statistics.")
-@click.option("--profile", "profile", help="a profile JSON for the reuse statistics ('example': the shipped synthetic one).")
+@click.option("--profile", "profile", help="a profile JSON for the reuse statistics, or a shipped one: 'tiny_wan_default' (measured on the "
+                   "shipped miniature Wan pipeline), 'example' (synthetic).")
 @click.option("--transfer", is_flag=True, help="carry statistics from another model/resolution with the documented rule.")
 @click.option("--array", "array", default="128x128", show_default=True, help="PE array RxC.")
 @click.option("--clock", "clock", type=float, default=1.0, show_default=True, help="clock in GHz (an assumption).")
@@ -67,9 +81,12 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
         low_bits = 4
         if prof is not None:
             lbs = {e.stats.low_bits for e in prof.ops.values() if e is not None}
+            # The array has one PARTIAL multiplier width: the widest difference any op
+            # uses; narrower differences run on it unchanged (sign-extended).
+            low_bits = max(lbs) if lbs else 4
             if len(lbs) > 1:
-                raise ValueError(f"profile mixes low_bits {sorted(lbs)}; the array has one PARTIAL width")
-            low_bits = lbs.pop() if lbs else 4
+                notes.append(f"ops use PARTIAL widths {sorted(lbs)}; the array is built for the widest, "
+                             f"{low_bits} bits, and every PARTIAL MAC is costed at that width")
         try:
             kib = [int(x) for x in buffers.split(",")]
             if len(kib) != 3:
