@@ -170,3 +170,12 @@ def test_kaleido_behind_the_same_interface(random_pipe, generate, dense_frames):
     assert "hw_profile" in rep.extra and rep.extra["hw_profile"]["format"] == "kaleido-profile"
     with pytest.raises(ValueError, match="theta2"):
         make_method("kaleido", theta1=8, theta2=4)
+
+
+@pytest.mark.parametrize("name", ["sparse_videogen", "block_topk"])
+def test_dense_warmup_steps_run_and_are_charged_dense(random_pipe, generate, name):
+    # block-sparse at 30% density skips 70% of the pairs; with 2 of the 4 steps dense, half of that
+    _, rep = run_method(random_pipe, generate, name, density=0.3, block_size=8, dense_steps=2)
+    assert rep.saved_fraction("self_qk") == pytest.approx(0.7 * (STEPS - 2) / STEPS)
+    _, rep_all = run_method(random_pipe, generate, name, density=0.3, block_size=8, dense_steps=STEPS)
+    assert rep_all.saved_fraction("self_qk") == 0.0

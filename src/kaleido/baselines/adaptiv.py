@@ -23,7 +23,7 @@ import torch
 
 from ._merge import groups_from_pairs, local_windows, merged_attention, window_dst
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, dense_attention, install_self_attention, record_pairs
+from .wan_attention import AttnContext, install_self_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,6 @@ class AdapTiV(Method):
 
         def core(q, k, v, ctx: AttnContext):
             B, S, H, d = q.shape
-            if ctx.call.step < s.dense_steps:
-                record_pairs(handle, B * H * S * S, B * H * S * S, d)
-                return dense_attention(q, k, v)
             win = local_windows(ctx.call.grid, s.window)
             is_dst = window_dst(win)  # the first member of every window
             dst_of_win = torch.empty(int(win.max()) + 1, dtype=torch.long)
@@ -80,4 +77,4 @@ class AdapTiV(Method):
             record_pairs(handle, kept, B * H * S * S, d)
             return torch.stack(outs)
 
-        install_self_attention(handle, core)
+        install_self_attention(handle, core, s.dense_steps)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ._blocks import block_of_token, expand_block_mask, keep_count, n_blocks
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, dense_attention, install_self_attention, masked_attention, record_pairs
+from .wan_attention import AttnContext, install_self_attention, masked_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,6 @@ class BlockTopK(Method):
 
         def core(q, k, v, ctx: AttnContext):
             B, S, H, d = q.shape
-            if ctx.call.step < s.dense_steps:
-                record_pairs(handle, B * H * S * S, B * H * S * S, d)
-                return dense_attention(q, k, v)
             nb = n_blocks(S, s.block_size)
             scores = pooled_block_scores(q, k, s.block_size)
             top = scores.topk(keep_count(s.density, nb), dim=-1).indices
@@ -71,4 +68,4 @@ class BlockTopK(Method):
             handle.ledger.add("estimate", mac8=B * H * nb * nb * d)
             return masked_attention(q, k, v, keep)
 
-        install_self_attention(handle, core)
+        install_self_attention(handle, core, s.dense_steps)

@@ -29,7 +29,7 @@ import torch
 
 from ._hooks import replace_forward
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, dense_attention, install_self_attention, masked_attention, record_pairs
+from .wan_attention import AttnContext, install_self_attention, masked_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,6 @@ class Exion(Method):
 
         def core(q, k, v, ctx: AttnContext):
             B, S, H, d = q.shape
-            if ctx.call.step < s.dense_steps:
-                record_pairs(handle, B * H * S * S, B * H * S * S, d)
-                return dense_attention(q, k, v)
             ql, kl = leading_one(quantize_int8_per_head(q)), leading_one(quantize_int8_per_head(k))
             pred = torch.einsum("bshd,bthd->bhst", ql, kl)
             n_keep = max(1, min(S, int(round(s.attn_density * S))))
@@ -96,7 +93,7 @@ class Exion(Method):
             handle.ledger.add("estimate", mac8=math.ceil(B * H * S * S * d / 4))
             return masked_attention(q, k, v, keep)
 
-        install_self_attention(handle, core)
+        install_self_attention(handle, core, s.dense_steps)
 
     def _install_ffn(self, handle: MethodHandle) -> None:
         s = self.settings

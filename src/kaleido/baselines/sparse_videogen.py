@@ -82,9 +82,6 @@ class SparseVideoGen(Method):
 
         def core(q, k, v, ctx: AttnContext):
             B, S, H, d = q.shape
-            if ctx.call.step < s.dense_steps:
-                record_pairs(handle, B * H * S * S, B * H * S * S, d)
-                return dense_attention(q, k, v)
             m_sp, m_tp = spatial_temporal_masks(ctx.call.grid, s.density, s.block_size)
             rows = sample_rows(S, min(s.n_sample, int(s.max_sample_fraction * S)))
             temporal = classify_heads(q, k, v, m_sp, m_tp, rows)  # (B, H)
@@ -95,4 +92,4 @@ class SparseVideoGen(Method):
             handle.ledger.add("estimate", mac8=2 * B * H * len(rows) * S * d)
             return masked_attention(q, k, v, keep)
 
-        install_self_attention(handle, core)
+        install_self_attention(handle, core, s.dense_steps)

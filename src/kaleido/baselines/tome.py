@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from ._merge import groups_from_pairs, local_windows, merged_attention, window_dst
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, dense_attention, install_self_attention, record_pairs
+from .wan_attention import AttnContext, install_self_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,6 @@ class ToMe(Method):
 
         def core(q, k, v, ctx: AttnContext):
             B, S, H, d = q.shape
-            if ctx.call.step < s.dense_steps:
-                record_pairs(handle, B * H * S * S, B * H * S * S, d)
-                return dense_attention(q, k, v)
             win = local_windows(ctx.call.grid, s.window)
             g = torch.Generator().manual_seed(s.seed * 1_000_003 + ctx.layer * 1009 + ctx.call.step)
             is_dst = window_dst(win, g)
@@ -74,4 +71,4 @@ class ToMe(Method):
             record_pairs(handle, kept, B * H * S * S, d)
             return torch.stack(outs)
 
-        install_self_attention(handle, core)
+        install_self_attention(handle, core, s.dense_steps)

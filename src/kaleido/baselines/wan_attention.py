@@ -89,8 +89,22 @@ class CoreSelfAttnProcessor:
         return attn.to_out[1](out)
 
 
-def install_self_attention(handle: MethodHandle, attention_fn) -> None:
-    """Give every block's ``attn1`` a :class:`CoreSelfAttnProcessor`; undo restores the originals."""
+def install_self_attention(handle: MethodHandle, attention_fn, dense_steps: int = 0) -> None:
+    """Give every block's ``attn1`` a :class:`CoreSelfAttnProcessor`; undo restores the originals.
+
+    The first ``dense_steps`` denoising steps (a warm-up every method shares) run dense
+    attention and are charged as dense; later steps call ``attention_fn``.
+    """
+    if dense_steps > 0:
+        core = attention_fn
+
+        def attention_fn(q, k, v, ctx: AttnContext):
+            if ctx.call.step < dense_steps:
+                B, S, H, d = q.shape
+                record_pairs(handle, B * H * S * S, B * H * S * S, d)
+                return dense_attention(q, k, v)
+            return core(q, k, v, ctx)
+
     for i, block in enumerate(handle.transformer.blocks):
         attn = block.attn1
         if getattr(attn, "add_k_proj", None) is not None or getattr(attn, "fused_projections", False):
@@ -106,8 +120,3 @@ def record_pairs(handle: MethodHandle, kept_pairs: int, total_pairs: int, head_d
     skipped = (int(total_pairs) - int(kept_pairs)) * head_dim
     handle.ledger.add("self_qk", mac8=kept, skipped=skipped)
     handle.ledger.add("self_pv", mac8=kept, skipped=skipped)
-
-
-def should_run_dense(ctx: AttnContext, dense_steps: int) -> bool:
-    """The first ``dense_steps`` denoising steps run dense (a shared warm-up setting)."""
-    return ctx.call.step < dense_steps
