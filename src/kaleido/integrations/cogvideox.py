@@ -19,7 +19,6 @@ computed as it would be alone.
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +92,7 @@ class KaleidoCogVideoXAttnProcessor(KaleidoProcessorBase):
 
 @register_adapter
 class CogVideoXAdapter(ModelAdapter):
+    block_lists = ("transformer_blocks",)
     model_classes = ("CogVideoXTransformer3DModel",)
     text_position = "prefix"
     stock_processors = ("CogVideoXAttnProcessor2_0",)
@@ -141,14 +141,3 @@ class CogVideoXAdapter(ModelAdapter):
                 LinearSite(f"{p}.ff.net.2", b.ff.net[2], i, "ffn_out"),
             ]
         return sites
-
-    def layer_of(self, model: torch.nn.Module, name: str) -> int:
-        parts = name.split(".")
-        if len(parts) > 1 and parts[0] == "transformer_blocks" and parts[1].isdigit():
-            return int(parts[1])
-        return -1
-
-    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
-        d = super().describe(model)
-        d["heads"] = int(model.config.num_attention_heads)
-        return d

@@ -115,6 +115,7 @@ class KaleidoHunyuanVideoAttnProcessor(KaleidoProcessorBase):
 
 @register_adapter
 class HunyuanVideoAdapter(ModelAdapter):
+    block_lists = ("transformer_blocks", "single_transformer_blocks")
     model_classes = ("HunyuanVideoTransformer3DModel",)
     text_position = "suffix"
     stock_processors = ("HunyuanVideoAttnProcessor2_0",)
@@ -177,18 +178,8 @@ class HunyuanVideoAdapter(ModelAdapter):
             ]
         return sites
 
-    def layer_of(self, model: torch.nn.Module, name: str) -> int:
-        parts = name.split(".")
-        if len(parts) > 1 and parts[1].isdigit():
-            if parts[0] == "transformer_blocks":
-                return int(parts[1])
-            if parts[0] == "single_transformer_blocks":
-                return self._n_dual(model) + int(parts[1])
-        return -1
-
     def describe(self, model: torch.nn.Module) -> dict[str, Any]:
         d = super().describe(model)
-        d["heads"] = int(model.config.num_attention_heads)
         d["dual_stream_layers"] = self._n_dual(model)
         d["single_stream_layers"] = len(model.single_transformer_blocks)
         return d

@@ -104,8 +104,23 @@ class ModelAdapter:
     #: class names of the stock processors this adapter replaces
     stock_processors: ClassVar[tuple[str, ...]] = ()
 
+    #: attribute names of the model's block lists, in layer order (layers continue across lists)
+    block_lists: ClassVar[tuple[str, ...]] = ()
+
     def layer_of(self, model: torch.nn.Module, name: str) -> int:
-        """Transformer-block index of the module called ``name`` (``-1``: outside the blocks)."""
+        """Transformer-block index of the module called ``name`` (``-1``: outside the blocks).
+
+        Blocks are numbered through :attr:`block_lists` in order: the first block of a
+        list follows the last block of the list before it.
+        """
+        parts = name.split(".")
+        if len(parts) < 2 or not parts[1].isdigit():
+            return -1
+        offset = 0
+        for attr in self.block_lists:
+            if parts[0] == attr:
+                return offset + int(parts[1])
+            offset += len(getattr(model, attr))
         return -1
 
     def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
@@ -159,6 +174,7 @@ class ModelAdapter:
             "patch_size": list(self.patch_sizes(model)),
             "num_layers": self.num_layers(model),
             "text_position": self.text_position,
+            "heads": int(model.config.num_attention_heads),
         }
 
 

@@ -15,7 +15,6 @@ Wan's pipeline calls the transformer separately for "cond" and "uncond" inside
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
@@ -106,6 +105,7 @@ class KaleidoWanAttnProcessor(KaleidoProcessorBase):
 
 @register_adapter
 class WanAdapter(ModelAdapter):
+    block_lists = ("blocks",)
     model_classes = ("WanTransformer3DModel",)
     text_position = "none"
     stock_processors = ("WanAttnProcessor", "WanAttnProcessor2_0")
@@ -151,14 +151,3 @@ class WanAdapter(ModelAdapter):
             sites.append(LinearSite(f"{p}.ffn.net.0.proj", b.ffn.net[0].proj, i, "ffn_in"))
             sites.append(LinearSite(f"{p}.ffn.net.2", b.ffn.net[2], i, "ffn_out"))
         return sites
-
-    def layer_of(self, model: torch.nn.Module, name: str) -> int:
-        parts = name.split(".")
-        if len(parts) > 1 and parts[0] == "blocks" and parts[1].isdigit():
-            return int(parts[1])
-        return -1
-
-    def describe(self, model: torch.nn.Module) -> dict[str, Any]:
-        d = super().describe(model)
-        d["heads"] = int(model.config.num_attention_heads)
-        return d
