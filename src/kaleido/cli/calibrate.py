@@ -32,22 +32,15 @@ def calibrate(model, config_path, out_path, n_prompts, seed, steps, frames, heig
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.integrations import KaleidoConfig
     from kaleido.integrations.calibrate import calibrate_axes
-    from kaleido.integrations.evaluation import (
-        CALIBRATION_PROMPTS, GenerationSettings, generate, load_any_pipeline, tiny_defaults,
-    )
+    from kaleido.cli._pipeline import load_pipeline_arg
+    from kaleido.integrations.evaluation import CALIBRATION_PROMPTS, generate, settings_for
 
     try:
         base = KaleidoConfig.load(config_path) if config_path else KaleidoConfig()
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
-    settings = tiny_defaults() if model == "tiny" else GenerationSettings()
-    for name, v in (("steps", steps), ("frames", frames), ("height", height), ("width", width)):
-        if v is not None:
-            setattr(settings, name, v)
-    try:
-        pipe = load_any_pipeline(model, device=device, dtype=dtype)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--model") from None
+    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
 
     def run():

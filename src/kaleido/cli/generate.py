@@ -81,9 +81,8 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     import torch
 
     from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.evaluation import (
-        EVAL_PROMPTS, GenerationSettings, aggregate, dense_runs, kaleido_runs, load_any_pipeline, tiny_defaults,
-    )
+    from kaleido.cli._pipeline import load_pipeline_arg
+    from kaleido.integrations.evaluation import EVAL_PROMPTS, aggregate, dense_runs, kaleido_runs, settings_for
 
     if threads:
         torch.set_num_threads(threads)
@@ -93,19 +92,13 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
         raise click.BadParameter(str(e), param_hint="--config") from None
     if record_maps:
         cfg = dataclasses.replace(cfg, record_maps=True)
-    settings = tiny_defaults() if model == "tiny" else GenerationSettings()
-    for name, v in (("steps", steps), ("frames", frames), ("height", height), ("width", width), ("guidance", guidance)):
-        if v is not None:
-            setattr(settings, name, v)
+    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width, guidance=guidance)
     prompts = list(prompts) or [EVAL_PROMPTS[0]]
     seeds = list(seeds) or [0]
     scale = scale if scale is not None else (4 if model == "tiny" else 1)
 
     click.echo(f"loading {model!r} on {device} ({dtype})", err=True)
-    try:
-        pipe = load_any_pipeline(model, device=device, dtype=dtype)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--model") from None
+    pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(leave=False)
     from kaleido.integrations.registry import adapter_for
 

@@ -146,7 +146,8 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
     """PSNR/SSIM against MAC savings over threshold points -> sweep.csv, sweep.json, sweep.png."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, GenerationSettings, load_any_pipeline, tiny_defaults
+    from kaleido.cli._pipeline import load_pipeline_arg
+    from kaleido.integrations.evaluation import EVAL_PROMPTS, settings_for
 
     pts = _parse_points(points)
     try:
@@ -155,14 +156,8 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
             point_config(base, pt)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
-    settings = tiny_defaults() if model == "tiny" else GenerationSettings()
-    for name, v in (("steps", steps), ("frames", frames), ("height", height), ("width", width)):
-        if v is not None:
-            setattr(settings, name, v)
-    try:
-        pipe = load_any_pipeline(model, device=device, dtype=dtype)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--model") from None
+    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
     rows = sweep_rows(pipe, base, pts, list(EVAL_PROMPTS[:n_prompts]), list(range(n_seeds)), settings)
     title = f"{model}: {n_prompts} prompts x {n_seeds} seeds, {settings.steps} steps"

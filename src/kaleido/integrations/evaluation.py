@@ -80,6 +80,16 @@ def tiny_defaults() -> GenerationSettings:
     return GenerationSettings(d.num_inference_steps, d.num_frames, d.height, d.width, d.guidance_scale, d.negative_prompt)
 
 
+def settings_for(model: str, **overrides: Any) -> GenerationSettings:
+    """Call settings for ``model``: the miniature demo's for ``"tiny"``, else the pipeline's
+    own defaults; every override that is not ``None`` replaces its field."""
+    settings = tiny_defaults() if model == "tiny" else GenerationSettings()
+    for name, v in overrides.items():
+        if v is not None:
+            setattr(settings, name, v)
+    return settings
+
+
 def load_any_pipeline(model: str, device: str = "cpu", dtype: str = "fp32"):
     """``"tiny"`` (shipped), a local diffusers folder, or a hub id -> a pipeline on ``device``.
 
