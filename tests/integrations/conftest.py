@@ -118,3 +118,9 @@ JOINT_CASES = [c for c in CASES if not c.name.startswith("wan")]
 @pytest.fixture(params=JOINT_CASES, ids=[c.name for c in JOINT_CASES])
 def joint_case(request) -> TinyCase:
     return request.param
+
+
+@pytest.fixture
+def wan_model() -> torch.nn.Module:
+    """A fresh tiny random ``WanTransformer3DModel`` (seeded)."""
+    return _wan()

@@ -11,19 +11,9 @@ from kaleido.integrations.calibrate import calibrate_axes
 from kaleido.reuse import ReuseConfig
 
 
-def _wan():
-    from diffusers import WanTransformer3DModel
-
-    torch.manual_seed(0)
-    return WanTransformer3DModel(
-        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4, out_channels=4,
-        text_dim=16, freq_dim=16, ffn_dim=32, num_layers=2, rope_max_seq_len=64,
-    ).eval()
-
-
 @pytest.mark.parametrize("constant_axis", ["t", "w"])
-def test_calibration_picks_the_constant_axis(constant_axis):
-    model = _wan()
+def test_calibration_picks_the_constant_axis(constant_axis, wan_model):
+    model = wan_model
     g = torch.Generator().manual_seed(0)
     if constant_axis == "t":
         x = torch.randn(1, 4, 1, 8, 8, generator=g).expand(-1, -1, 4, -1, -1)
