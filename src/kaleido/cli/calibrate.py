@@ -1,9 +1,19 @@
-"""``kaleido calibrate``: choose the reuse axis of chunk groups per layer from a few generations.
+"""``kaleido calibrate``: calibrate a KaleidoConfig on a few generations.
 
-Runs the calibration prompts (never the evaluation prompts) once per candidate axis and
-writes a KaleidoConfig whose per-layer overrides hold, for each chunk-group switch
-(``cross_qk``, ``proj``, ``ffn``), the axis with the largest 8-bit-equivalent saving,
-plus ``calibration.json`` with the measured savings per switch, layer and axis.
+Without a target (the original behaviour): choose the reuse axis of chunk groups per
+layer.  Runs the calibration prompts (never the evaluation prompts) once per candidate
+axis and writes a KaleidoConfig whose per-layer overrides hold, for each chunk-group
+switch (``cross_qk``, ``proj``, ``ffn``), the axis with the largest 8-bit-equivalent
+saving, plus ``calibration.json`` with the measured savings per switch, layer and axis.
+
+With ``--target-psnr DB`` or ``--target-savings FRAC`` and ``--prompts FILE``:
+characterise the calibration prompts (which also gives their dense references), search
+reuse axes, thresholds, dense warm-up steps and per-layer settings for the target
+(:mod:`kaleido.integrations.calibrate_target`), then measure the chosen config, the base
+config and the base thresholds scaled to the target on HELD-OUT prompts (``--heldout
+FILE``, else the second half of ``--prompts``).  Writes the config and a JSON report
+with the search trace and the held-out results; a missed target is reported with its
+shortfall, never hidden.
 """
 
 from __future__ import annotations
@@ -14,37 +24,93 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli.characterize import parse_seeds
+
+
+def _builtin_count(value: str | None) -> int | None:
+    if value is None:
+        return None
+    v = value.strip()
+    return int(v) if v.isdigit() else None
+
 
 @click.command()
 @click.option("--model", default="tiny", show_default=True, help="'tiny', a local pipeline folder, or a hub id.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Base KaleidoConfig.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="Calibrated config (.yaml/.json).")
-@click.option("--prompts", "n_prompts", type=click.IntRange(1, 3), default=2, show_default=True)
-@click.option("--seed", type=int, default=100, show_default=True)
+@click.option("--prompts", "prompts_arg", default=None,
+              help="Calibration prompts: a FILE (one per line or a JSON list), or N = the first N (1-3) built-in "
+                   "calibration prompts (axis calibration only; default 2).")
+@click.option("--seed", type=int, default=100, show_default=True, help="Seed of the axis calibration.")
+@click.option("--seeds", default=None, help="Comma-separated seeds of the target calibration (default: --seed).")
+@click.option("--target-psnr", type=float, default=None, help="Target mean PSNR vs dense (dB); maximise savings.")
+@click.option("--target-savings", type=float, default=None,
+              help="Target 8-bit-equivalent MAC savings (fraction in (0, 1)); maximise PSNR.")
+@click.option("--savings-of", type=click.Choice(["self_qk", "whole_transformer", "reusable_ops"]), default="self_qk",
+              show_default=True, help="Which savings --target-savings and the PSNR search's objective count.")
+@click.option("--heldout", "heldout_path", type=click.Path(dir_okay=False), default=None,
+              help="Held-out prompts (default: the second half of --prompts).")
+@click.option("--budget", type=click.IntRange(2, 200), default=16, show_default=True,
+              help="Most candidate configs the search evaluates (each = one generation per calibration prompt/seed).")
+@click.option("--bisect-steps", type=click.IntRange(1, 10), default=3, show_default=True)
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="JSON report of the target search (default: calibration_target.json beside --out).")
 @click.option("--steps", type=click.IntRange(1, 1000), default=None)
 @click.option("--frames", type=click.IntRange(1), default=None)
 @click.option("--height", type=click.IntRange(8), default=None)
 @click.option("--width", type=click.IntRange(8), default=None)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
-def calibrate(model, config_path, out_path, n_prompts, seed, steps, frames, height, width, device, dtype):
-    """Calibrate chunk-group reuse axes; write the calibrated config and calibration.json."""
+@click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
+def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psnr, target_savings, savings_of,
+              heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype, threads):
+    """Calibrate chunk-group reuse axes, or a whole config to --target-psnr / --target-savings."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.calibrate import calibrate_axes
-    from kaleido.cli._pipeline import load_pipeline_arg
-    from kaleido.integrations.evaluation import CALIBRATION_PROMPTS, generate, settings_for
 
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     try:
         base = KaleidoConfig.load(config_path) if config_path else KaleidoConfig()
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
+    if target_psnr is not None and target_savings is not None:
+        raise click.UsageError("give one of --target-psnr and --target-savings, not both")
+    if target_psnr is None and target_savings is None:
+        if heldout_path or seeds:
+            raise click.UsageError("--heldout and --seeds belong to --target-psnr / --target-savings")
+        _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype)
+        return
+    _calibrate_target(model, base, out_path, prompts_arg, seeds or str(seed), target_psnr, target_savings, savings_of,
+                      heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype)
+
+
+def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype):
+    from kaleido.cli._pipeline import load_pipeline_arg
+    from kaleido.integrations.calibrate import calibrate_axes
+    from kaleido.integrations.evaluation import CALIBRATION_PROMPTS, generate, settings_for
+    from kaleido.integrations.prompts import read_prompts
+
+    n = _builtin_count(prompts_arg)
+    if prompts_arg is None or n is not None:
+        n = 2 if n is None else n
+        if not 1 <= n <= len(CALIBRATION_PROMPTS):
+            raise click.BadParameter(f"{n} built-in calibration prompts: use 1..{len(CALIBRATION_PROMPTS)}, "
+                                     "or give a prompt FILE", param_hint="--prompts")
+        prompts = list(CALIBRATION_PROMPTS[:n])
+    else:
+        try:
+            prompts = read_prompts(prompts_arg)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--prompts") from None
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
 
     def run():
-        for p in CALIBRATION_PROMPTS[:n_prompts]:
+        for p in prompts:
             generate(pipe, p, seed, settings)
 
     try:
@@ -53,9 +119,118 @@ def calibrate(model, config_path, out_path, n_prompts, seed, steps, frames, heig
         raise click.ClickException(str(e)) from None
     out = Path(out_path)
     cfg.save(out)
-    (out.parent / "calibration.json").write_text(json.dumps({"prompts": list(CALIBRATION_PROMPTS[:n_prompts]),
-                                                             "seed": seed, "saved_fraction": table}, indent=1))
+    (out.parent / "calibration.json").write_text(json.dumps({"prompts": prompts, "seed": seed,
+                                                             "saved_fraction": table}, indent=1))
     for sw, per_layer in table.items():
         chosen = {layer: max(v, key=v.get) for layer, v in per_layer.items()}
         click.echo(f"{sw}: " + ", ".join(f"layer {k} -> {a}" for k, a in sorted(chosen.items(), key=lambda kv: int(kv[0]))))
     click.echo(f"-> {out}")
+
+
+def _split_prompts(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
+    from kaleido.integrations.prompts import read_prompts
+
+    if prompts_arg is None:
+        raise click.BadParameter("a calibration target needs calibration prompts: --prompts FILE "
+                                 "(one prompt per line, or a JSON list)", param_hint="--prompts")
+    if _builtin_count(prompts_arg) is not None:
+        raise click.BadParameter(f"{prompts_arg!r}: with a target, --prompts takes a FILE of prompts (one per line "
+                                 "or a JSON list), not a count", param_hint="--prompts")
+    try:
+        prompts = read_prompts(prompts_arg)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--prompts") from None
+    if heldout_path:
+        try:
+            heldout = read_prompts(heldout_path)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--heldout") from None
+        calib = prompts
+    else:
+        if len(prompts) < 2:
+            raise click.BadParameter(f"{prompts_arg!r} holds {len(prompts)} prompt: give at least 2 (the second half "
+                                     "is held out) or a --heldout FILE", param_hint="--prompts")
+        k = (len(prompts) + 1) // 2
+        calib, heldout = prompts[:k], prompts[k:]
+    both = sorted(set(calib) & set(heldout))
+    if both:
+        raise click.BadParameter(f"prompts {both} are both calibration and held-out prompts; keep the two sets "
+                                 "disjoint", param_hint="--heldout")
+    return calib, heldout
+
+
+def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of,
+                      heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype):
+    from kaleido.characterize import Characterization, characterize_runs
+    from kaleido.cli._pipeline import load_pipeline_arg
+    from kaleido.integrations.calibrate_target import Target, calibrate_to_target, measure_runs, save_json
+    from kaleido.integrations.evaluation import dense_runs, kaleido_runs, settings_for
+    from kaleido.integrations.registry import adapter_for
+
+    try:
+        target = (Target("psnr", target_psnr, savings_of) if target_psnr is not None
+                  else Target("savings", target_savings, savings_of))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--target-psnr" if target_psnr is not None else "--target-savings") from None
+    calib, heldout = _split_prompts(prompts_arg, heldout_path)
+    seed_list = parse_seeds(seeds)
+    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    pipe = load_pipeline_arg(model, device, dtype)
+    pipe.set_progress_bar_config(disable=True)
+
+    click.echo(f"target: {target.describe()}; {len(calib)} calibration and {len(heldout)} held-out prompts x "
+               f"seeds {seed_list}")
+    try:
+        rec, dense = characterize_runs(pipe, calib, seed_list, settings, base, progress=False)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    ch = Characterization.from_recorder(rec, {"model": model, "prompts": calib, "seeds": seed_list})
+
+    def evaluate(cfg):
+        return measure_runs(kaleido_runs(pipe, cfg, dense, settings, progress=False, lpips=False))
+
+    try:
+        res = calibrate_to_target(base, evaluate, target, ch, adapter_for(pipe.transformer).num_layers(pipe.transformer),
+                                  budget=budget, bisect_steps=bisect_steps, log=click.echo)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+
+    click.echo(f"held-out: {len(heldout)} prompts x {len(seed_list)} seeds")
+    dense_h = dense_runs(pipe, heldout, seed_list, settings, progress=False)
+    rows = [("calibrated", res.chosen.config), ("default", res.default.config)]
+    if res.scaled_default is not None and res.scaled_default.config != res.chosen.config:
+        rows.append(("default thresholds scaled to the target", res.scaled_default.config))
+    held = {}
+    for label, cfg in rows:
+        held[label] = measure_runs(kaleido_runs(pipe, cfg, dense_h, settings, progress=False, lpips=False))
+    got = held["calibrated"]
+    met = target.feasible(got)
+    short = target.shortfall(got)
+    unit = "dB" if target.kind == "psnr" else ""
+    verdict = ("met" if met else f"MISSED by {short:.2f} dB" if target.kind == "psnr" else f"MISSED by {short:.1%}")
+
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    res.chosen.config.save(out)
+    report = {
+        "model": model, "settings": settings.to_dict(), "seeds": seed_list,
+        "calibration_prompts": calib, "heldout_prompts": heldout, "config_path": str(out),
+        **res.to_dict(),
+        "heldout": {label: m.to_dict() for label, m in held.items()},
+        "heldout_target_met": met, "heldout_shortfall": short, "heldout_shortfall_unit": unit or "fraction",
+        "characterization_best_axes": {n: t.best_axes() for n, t in ch.operands.items()},
+        "claim": ch.statements(),
+    }
+    report_file = Path(report_path) if report_path else out.parent / "calibration_target.json"
+    save_json(report_file, report)
+
+    click.echo("")
+    click.echo(f"{'config':42s} {'PSNR mean':>10s} {'PSNR min':>9s} {'SSIM':>6s} {'q.k^T saved':>12s} {'transformer':>12s}")
+    for label, m in held.items():
+        click.echo(f"{label:42s} {m.psnr_mean_db:10.2f} {m.psnr_min_db:9.2f} {m.ssim_mean:6.3f} "
+                   f"{m.saved('self_qk'):12.1%} {m.saved('whole_transformer'):12.1%}")
+    if not res.met_on_calibration:
+        click.echo(f"no candidate met {target.describe()} on the calibration prompts; wrote the closest "
+                   f"(short by {target.shortfall(res.chosen.measure):.3g}{unit})")
+    click.echo(f"held-out: target {target.describe()} {verdict}")
+    click.echo(f"-> {out}, {report_file}")

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "generate": "kaleido.cli.generate:generate",
     "sweep": "kaleido.cli.sweep:sweep",
     "calibrate": "kaleido.cli.calibrate:calibrate",
+    "characterize": "kaleido.cli.characterize:characterize",
 }
 
 

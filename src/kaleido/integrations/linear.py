@@ -59,6 +59,8 @@ class LinearReuseHook(ModelHook):
         groups = rt.groups(self.switch, self.layer, c_in)
         cfg = rt.plan(self.switch, self.layer)
         batch = math.prod(x.shape[:-2])
+        if rt.observers:
+            rt.observe(layer=self.layer, op=self.op, role="x", module=self.name, operand=x, grid=grid, groups=groups)
         if cfg is None:
             y = self.fn_ref.original_forward(x, *args, **kwargs)
             rt.record_dense(layer=self.layer, op=self.op, module=self.name, batch=batch, heads=1, rows=S,

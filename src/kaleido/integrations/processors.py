@@ -66,6 +66,10 @@ def reuse_attend(
     qk_cfg = rt.plan(proc.qk_switch, proc.layer)
     pv_cfg = rt.plan("pv", proc.layer)
     groups = rt.groups(proc.qk_switch, proc.layer, D)
+    if rt.observers:
+        rt.observe(layer=proc.layer, op=qk_op, role="q", module=proc.name, operand=q, grid=grid, groups=groups)
+        if Sk == Sq:  # self-attention keys are grid tokens too (cross-attention keys are text)
+            rt.observe(layer=proc.layer, op=qk_op, role="k", module=proc.name, operand=k, grid=grid, groups=groups)
     if qk_cfg is None and pv_cfg is None:
         out = dense_fn(q, k, v)
         lb = rt.low_bits(proc.qk_switch, proc.layer)

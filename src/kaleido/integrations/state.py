@@ -73,6 +73,9 @@ class KaleidoRuntime:
         self.wall_s = 0.0
         self._t0 = 0.0
         self._decision: tuple | None = None
+        #: callables ``fn(call, layer, op, role, module, operand, grid, groups)`` handed every reuse operand
+        #: as the decision sees it (``kaleido characterize`` registers one); empty = no cost
+        self.observers: list = []
 
     # -- calls and generations ---------------------------------------------------------
     def begin_call(
@@ -230,6 +233,13 @@ class KaleidoRuntime:
                 "give one axis, or one per chunk"
             )
         return ChannelGroups.from_chunks(dim, chunk, axes)
+
+    def observe(self, *, layer: int, op: str, role: str, module: str, operand: torch.Tensor, grid: TokenGrid,
+                groups: ChannelGroups) -> None:
+        """Hand an operand of ``op`` to the observers: ``role`` ``"q"``/``"k"`` (``(B, S, H, D)``, after
+        RoPE) or ``"x"`` (a linear layer's input ``(B, S, C)``), with the grid and groups the op uses."""
+        for fn in self.observers:
+            fn(self.call, layer, op, role, module, operand, grid, groups)
 
     # -- one decision for layers reading the same activations ---------------------------
     def shared_decision(self, x: torch.Tensor, groups: ChannelGroups, cfg: ReuseConfig):

@@ -1,0 +1,105 @@
+"""``kaleido characterize``: how alike neighbouring tokens are, per layer, head, group, axis and step.
+
+Generates each (prompt, seed) with the stock computation and an observer on every reuse
+operand (q and k after RoPE, cross-attention q, projection and feed-forward inputs), and
+writes into ``--out``: ``characterization.json`` (the tables, best axes, and whether the
+paper's claim holds on this model), the heatmaps, and ``summary.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
+    try:
+        seeds = [int(s) for s in text.replace(" ", "").split(",") if s]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give comma-separated integer seeds, e.g. '0,1'", param_hint=param_hint) from None
+    if not seeds:
+        raise click.BadParameter("give at least one seed, e.g. '0'", param_hint=param_hint)
+    return seeds
+
+
+@click.command()
+@click.option("--model", default="tiny", show_default=True, help="'tiny', a local pipeline folder, or a hub id.")
+@click.option("--prompts", "prompts_path", type=click.Path(dir_okay=False), required=True,
+              help="Prompt file: one prompt per line, or a JSON list.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder.")
+@click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="KaleidoConfig whose group kinds, chunk sizes, metric and quantisation are measured.")
+@click.option("--steps", type=click.IntRange(1, 1000), default=None)
+@click.option("--frames", type=click.IntRange(1), default=None)
+@click.option("--height", type=click.IntRange(8), default=None)
+@click.option("--width", type=click.IntRange(8), default=None)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option("--threads", type=click.IntRange(1), default=1, show_default=True, help="torch CPU threads.")
+def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames, height, width, device, dtype,
+                 threads):
+    """Characterise the latent space: Delta and cosine between neighbours along t, h, w."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import torch
+
+    from kaleido.characterize import Characterization, characterize_runs
+    from kaleido.characterize.plots import plot_all
+    from kaleido.cli._pipeline import load_pipeline_arg
+    from kaleido.integrations import KaleidoConfig
+    from kaleido.integrations.evaluation import settings_for
+    from kaleido.integrations.prompts import read_prompts
+
+    torch.set_num_threads(threads)
+    try:
+        prompts = read_prompts(prompts_path)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--prompts") from None
+    seed_list = parse_seeds(seeds)
+    try:
+        base = KaleidoConfig.load(config_path) if config_path else KaleidoConfig()
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--config") from None
+    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    pipe = load_pipeline_arg(model, device, dtype)
+    pipe.set_progress_bar_config(disable=True)
+    try:
+        rec, _ = characterize_runs(pipe, prompts, seed_list, settings, base)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    ch = Characterization.from_recorder(rec, {
+        "model": model, "transformer_class": type(pipe.transformer).__name__, "prompts": prompts,
+        "seeds": seed_list, "settings": settings.to_dict(), "device": device, "dtype": dtype,
+    })
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ch.save(out / "characterization.json")
+    figs = plot_all(ch, out)
+    md = summary_markdown(ch)
+    (out / "summary.md").write_text(md)
+    click.echo(md)
+    click.echo("-> " + ", ".join(str(p) for p in [out / "characterization.json", out / "summary.md", *figs]))
+
+
+def summary_markdown(ch) -> str:
+    """Best axes per operand and group, and the claim statements, as Markdown."""
+    from kaleido.characterize import AXES
+
+    lines = ["| operand | group | best axis | median Delta t / h / w | p90 Delta t / h / w | cos t / h / w |",
+             "|---|---|---|---|---|---|"]
+
+    def f(x, nd=0):
+        return "n/a" if x is None else (f"{x:.{nd}f}")
+
+    for name, t in ch.operands.items():
+        summ, best = t.summary(), t.best_axes()
+        for g in t.group_names:
+            s = summ[g]
+            lines.append(f"| {name} | {g} | {best[g]} | " + " / ".join(f(s[a]['delta_median']) for a in AXES) + " | "
+                         + " / ".join(f(s[a]['delta_p90']) for a in AXES) + " | "
+                         + " / ".join(f(s[a]['cos_mean'], 3) for a in AXES) + " |")
+    claims = ch.statements() or ["no RoPE q/k groups on this model: the paper's claim does not apply"]
+    return "\n".join(["## Best reuse axis per group (all layers, steps, heads pooled)", "", *lines, "",
+                      "## The paper's claim", "", *[f"- {c}" for c in claims], ""])
