@@ -1,29 +1,56 @@
 """AdapTiV-class accelerator (MICRO'24) model: token merging on a dense systolic array.
 
 Dataflow: merged tokens are removed before attention, so self-attention q.k^T and P.V
-run as *smaller dense GEMMs*: with a measured q.k^T saving ``s`` (``1 - (N'/N)^2``),
-the merged token fraction is ``m = sqrt(1 - s)`` and q.k^T becomes
-``(m*M) x K x (m*N)``, P.V ``(m*M) x (m*K) x N``; every other op runs dense (our
-AdapTiV algorithm merges inside attention only).  The cycles come from the same fold
-model as the dense array, so fold quantisation of the smaller GEMMs is included.
-Not modelled: the sign-similarity and merge/unmerge units (assumed to overlap with
-the array; their cost would lower the speedup).
+run as *smaller dense GEMMs*; every other op runs dense (our AdapTiV algorithm merges
+inside attention only).
+
+* :func:`ideal_cost` (the upper bound, also behind :func:`simulate_adaptiv` for rows
+  without a trace): with a q.k^T kept share ``k`` the merged token fraction is
+  ``m = sqrt(k)``; q.k^T runs as ``(m*M) x K x (m*N)``, P.V as ``(m*M) x (m*K) x N``;
+  nothing else is charged.
+* :func:`replay_cost` (trace replay, per recorded step and layer): the merged token
+  count of that step and layer (``m`` of the video rows; text rows of joint attention
+  never merge), the fold/fill cost of that irregular count on the array, the merge
+  (averaging q, k, v of merged tokens) and un-merge (gathering the output back to every
+  token) on a side unit, exposed where it exceeds the head's array cycles, and the
+  DRAM traffic of the smaller GEMMs.  The sign-similarity matching costs no cycles
+  (AdapTiV hides it behind LayerNorm); its work is charged as energy (the algorithm's
+  recorded ``estimate`` MACs).
 """
 
 from __future__ import annotations
 
 import math
 
-from .accel_common import MeasuredSkips, ceil_frac, run_design
+from .accel_common import MeasuredSkips, OpFractions, ceil_frac, run_design
 
-ASSUMPTIONS = ("merge/unmerge and sign-similarity units overlap with the array (not charged)",
+ASSUMPTIONS = ("sign-similarity matching fully hidden behind LayerNorm, as AdapTiV reports",
                "token merging applies to self-attention only, as in our AdapTiV algorithm")
+ATTN = ("self_attn_qk", "self_attn_pv")
+
+
+def _inputs():
+    from kaleido.hw.baseline_replay import SIDE_SOURCE
+
+    return {
+        "merged-token count per step and layer (sqrt of the kept q.k^T share; text rows never merge)":
+            "MEASURED: trace of the adaptiv algorithm",
+        "array fill/fold cost of the irregular merged token count": "MEASURED extents x kaleido.hw fold model",
+        "sign-similarity matching latency: 0 exposed cycles":
+            "paper: AdapTiV (MICRO'24) abstract - Sign-Driven Scheduling conceals token-merging latency within "
+            "LayerNorm",
+        "sign-matching work (energy)": "MEASURED: the algorithm's estimate MACs (1-bit XORs at 1/64 of an 8x8 MAC)",
+        "merge (average q, k, v) / un-merge (gather) unit rate, overlapped with the head's attention": SIDE_SOURCE,
+    }
+
+
+INPUTS = _inputs()
 
 
 def _gemm(g, fr, cfg):
     from kaleido.hw.compute import dense_cycles
 
-    if g.op in ("self_attn_qk", "self_attn_pv") and fr.skipped > 0:
+    if g.op in ATTN and fr.skipped > 0:
         m = math.sqrt(max(0.0, 1.0 - fr.skipped))
         if g.op == "self_attn_qk":
             M, K, N = ceil_frac(g.M, m), g.K, ceil_frac(g.N, m)
@@ -35,3 +62,43 @@ def _gemm(g, fr, cfg):
 
 def simulate_adaptiv(workload, skips: MeasuredSkips, cfg=None, energy=None):
     return run_design("AdapTiV-class (token merging)", workload, skips, _gemm, cfg, energy, ASSUMPTIONS)
+
+
+def ideal_cost(g, c, cfg, base) -> float:
+    """Cycles of one instance under the ideal model (no utilisation costs)."""
+    return _gemm(g, OpFractions(c.mac8, c.mac_low, c.skipped, c.low_bits), cfg)[0]
+
+
+def merged_extents(g, c) -> tuple[int, int, int, int]:
+    """``(n_merged_rows, M, K, N)`` of one head's merged GEMM (``n`` video + text rows)."""
+    m = math.sqrt(max(0.0, c.kept))
+    text = g.M - g.grid_rows
+    n = ceil_frac(g.grid_rows, m) + text
+    keys = n if g.N == g.M else max(1, math.ceil(g.N * n / g.M))  # sparse-key workloads keep their key share
+    if g.op == "self_attn_qk":
+        return n, n, g.K, keys
+    return n, n, (n if g.K == g.M else max(1, math.ceil(g.K * n / g.M))), g.N
+
+
+def replay_cost(g, c, cfg, base):
+    from kaleido.hw.baseline_replay import GemmCost, side_cycles
+    from kaleido.hw.compute import dense_cycles
+    from kaleido.hw.memory import dram_bytes
+    from kaleido.hw.workloads import Gemm
+
+    if g.op not in ATTN or c.skipped <= 0:
+        return base
+    n, M, K, N = merged_extents(g, c)
+    cyc = dense_cycles(M, K, N, cfg)
+    work = float(M) * K * N
+    over, side = {}, 0.0
+    if g.op == "self_attn_qk":
+        d = g.K
+        merged_away = g.grid_rows - (n - (g.M - g.grid_rows))
+        side = (3.0 * merged_away + g.grid_rows) * d  # average q, k, v of merged tokens; gather the output back
+        head = cyc + dense_cycles(n, K if N == n else N, d, cfg)  # this head's q.k^T + P.V on the array
+        exposed = max(0.0, side_cycles(side, cfg) - head)
+        over["AdapTiV merge/un-merge unit (exposed)"] = exposed
+        cyc += exposed
+    red = Gemm(g.op, M, K, N, 1, min(g.grid_rows, M))
+    return GemmCost(cyc, work, work, 0.0, 8, dram_bytes(red, cfg), over, side)

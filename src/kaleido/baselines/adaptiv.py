@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from ._merge import groups_from_pairs, local_windows, merged_attention, window_dst
+from .accel_trace import attach_recorder
 from .base import Method, MethodHandle, check_range
 from .wan_attention import AttnContext, install_self_attention, record_pairs
 
@@ -52,6 +53,7 @@ class AdapTiV(Method):
 
     def _install(self, handle: MethodHandle) -> None:
         s = self.settings
+        attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
 
         def core(q, k, v, ctx: AttnContext):
             B, S, H, d = q.shape

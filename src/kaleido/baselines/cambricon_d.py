@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from ._hooks import replace_forward
+from .accel_trace import attach_recorder
 from .base import Method, MethodHandle, check_range
 
 _LINEARS = {  # (unit, module path inside the block, op kind)
@@ -57,6 +58,7 @@ class CambriconD(Method):
 
     def _install(self, handle: MethodHandle) -> None:
         s = self.settings
+        attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
         state: dict[tuple, tuple[torch.Tensor, torch.Tensor, int]] = {}  # (layer, path, slot) -> (x_ref, y_ref, step)
         handle.on_new_generation(state.clear)
         qmax = 2 ** (s.delta_bits - 1) - 1

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from ._hooks import replace_forward
+from .accel_trace import attach_recorder
 from .base import Method, MethodHandle, check_range
 from .wan_attention import AttnContext, install_self_attention, masked_attention, record_pairs
 
@@ -74,6 +75,7 @@ class Exion(Method):
 
     def _install(self, handle: MethodHandle) -> None:
         s = self.settings
+        attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
         if s.attn_density < 1.0:
             self._install_attention(handle)
         if s.ffn_tau > 0:

@@ -39,6 +39,9 @@ def _grid_only(rec) -> ModeStats:
 
 def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile, list[str]]:
     """``(profile, notes)`` from a loaded ``ReuseTrace`` (per-step statistics kept)."""
+    if getattr(trace, "method", "kaleido") != "kaleido":
+        raise ValueError(f"this trace holds {trace.method!r}'s decisions, not Kaleido's mode statistics: replay it with "
+                         "kaleido.hw.baseline_replay (trace.to_profile() does)")
     per_kind: dict[str, dict[int, ModeStats]] = {}
     axes: dict[str, tuple[str, ...]] = {}
     grid = None

@@ -38,6 +38,11 @@ RECORD_COLUMNS = (
     "step", "context", "layer", "op", "module", "batch", "heads", "rows", "n_cols",
     "layout", "grid", "enabled", "counts_offset", "patterns_offset", "map_offset",
 )
+#: Columns of the optional ``decisions`` table (traces of other methods, ``meta["method"]``
+#: not ``"kaleido"``): per record, the MACs that method computed / skipped and what its
+#: accelerator model needs; ``-1``: not measured.  See docs/trace-format.md.
+DECISION_COLUMNS = ("record", "mac8", "mac_low", "skipped", "low_bits", "estimate8", "tile_cols", "tile_dense_cols",
+                    "outliers", "a_elements")
 
 
 @dataclass
@@ -67,17 +72,68 @@ class TraceRecord:
     head_counts: np.ndarray
     pattern_counts: np.ndarray | None = None
     mode_map: ModeMap | None = field(default=None, repr=False)
+    #: another method's decision on this GEMM (``None`` for Kaleido's own records)
+    decision: "MethodDecision | None" = None
 
     def stats(self) -> ModeStats:
         """Mode counts summed over heads and batch."""
         return ModeStats(self.groups.sizes, self.groups.names, self.low_bits, self.head_counts.sum(axis=0), self.pattern_counts)
 
     def op_counts(self) -> OpCounts:
+        if self.decision is not None:
+            return self.decision.op_counts()
         return self.stats().op_counts(self.n_cols)
 
     @property
     def dense_macs(self) -> int:
         return self.batch * self.heads * self.rows * self.groups.dim * self.n_cols
+
+
+@dataclass(frozen=True)
+class MethodDecision:
+    """What another method (an accelerator baseline) did on one GEMM call.
+
+    ``mac8 + mac_low + skipped`` is the GEMM's dense MACs.  ``estimate8``: the
+    method's own decision work (8-bit-equivalent MACs, no dense counterpart).
+    ``tile_cols`` / ``tile_dense_cols``: over tiles of ``meta["tile_rows"]`` consecutive
+    rows, the summed number of columns (keys, neurons) at least one row of the tile
+    kept, and the same sum with every column kept (``-1``: not measured).
+    ``outliers`` / ``a_elements``: of the ``A`` operand's entries on a differential call,
+    those whose step-to-step difference does not fit ``low_bits`` (``-1``: not measured).
+    """
+
+    mac8: int
+    mac_low: int
+    skipped: int
+    low_bits: int = 8
+    estimate8: int = 0
+    tile_cols: int = -1
+    tile_dense_cols: int = -1
+    outliers: int = -1
+    a_elements: int = -1
+
+    def __post_init__(self) -> None:
+        for k in ("mac8", "mac_low", "skipped", "estimate8"):
+            if int(getattr(self, k)) < 0:
+                raise ValueError(f"MethodDecision.{k}={getattr(self, k)} must be >= 0")
+        if not 1 <= int(self.low_bits) <= 8:
+            raise ValueError(f"MethodDecision.low_bits={self.low_bits} is outside 1..8")
+        if (self.tile_cols < 0) != (self.tile_dense_cols < 0) or self.tile_cols > self.tile_dense_cols:
+            raise ValueError(f"MethodDecision tile columns {self.tile_cols}/{self.tile_dense_cols}: both -1, "
+                             "or 0 <= tile_cols <= tile_dense_cols")
+        if (self.outliers < 0) != (self.a_elements < 0) or self.outliers > self.a_elements:
+            raise ValueError(f"MethodDecision outliers {self.outliers}/{self.a_elements}: both -1, or "
+                             "0 <= outliers <= a_elements")
+
+    @property
+    def dense_macs(self) -> int:
+        return int(self.mac8 + self.mac_low + self.skipped)
+
+    def op_counts(self) -> OpCounts:
+        return OpCounts(("total",), (self.mac8,), (self.mac_low,), (self.skipped,), int(self.low_bits))
+
+    def row(self) -> list[int]:
+        return [int(getattr(self, c)) for c in DECISION_COLUMNS[1:]]
 
 
 # -- building records -------------------------------------------------------------------
@@ -173,6 +229,11 @@ class ReuseTrace:
     @property
     def model_class(self) -> str:
         return str(self.meta.get("model_class", ""))
+
+    @property
+    def method(self) -> str:
+        """The method whose decisions this trace holds (``"kaleido"`` when the meta has none)."""
+        return str(self.meta.get("method", "kaleido"))
 
     @property
     def steps(self) -> list[int]:
@@ -286,9 +347,11 @@ class ReuseTrace:
                 table.append(value)
             return table.index(value)
 
-        rows, counts, patterns, maps = [], [], [], []
+        rows, counts, patterns, maps, decisions = [], [], [], [], []
         c_off = p_off = m_off = 0
-        for r in self.records:
+        for i, r in enumerate(self.records):
+            if r.decision is not None:
+                decisions.append([i, *r.decision.row()])
             layout = {"groups": r.groups.to_dict(), "low_bits": int(r.low_bits)}
             hc = np.ascontiguousarray(r.head_counts, dtype=np.int64).reshape(-1)
             p_here = -1
@@ -315,6 +378,8 @@ class ReuseTrace:
             "pattern_counts": torch.from_numpy(np.concatenate(patterns) if patterns else np.zeros(0, np.int64)),
             "mode_maps": torch.cat(maps) if maps else torch.zeros(0, dtype=torch.uint8),
         }
+        if decisions:
+            tensors["decisions"] = torch.tensor(decisions, dtype=torch.int64).reshape(-1, len(DECISION_COLUMNS))
         meta = dict(self.meta)
         meta.update({
             "format": TRACE_FORMAT,
@@ -326,6 +391,8 @@ class ReuseTrace:
             "layouts": layouts,
             "grids": grids,
         })
+        if decisions:
+            meta["decision_columns"] = list(DECISION_COLUMNS)
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata={"kaleido_trace": json.dumps(meta)})
         return path
 
@@ -375,8 +442,14 @@ class ReuseTrace:
         """``(Profile, notes)``: this trace as the accelerator simulator's input.
 
         Delegates to :func:`kaleido.hw.trace_adapter.profile_from_trace` (owned by the
-        simulator), which keeps video rows only and per-step statistics.
+        simulator), which keeps video rows only and per-step statistics.  A trace of an
+        accelerator baseline (``method`` not ``"kaleido"``) gives its
+        :class:`kaleido.hw.baseline_replay.BaselineProfile` instead.
         """
+        if self.method != "kaleido":
+            from kaleido.hw.baseline_replay import baseline_profile_from_trace
+
+            return baseline_profile_from_trace(self, workload)
         from kaleido.hw.trace_adapter import profile_from_trace
 
         return profile_from_trace(self, workload)
@@ -402,6 +475,7 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
         grids = [None if g is None else TokenGrid.from_dict(g) for g in meta["grids"]]
     except (KeyError, TypeError, ValueError) as e:
         raise bad(f"metadata tables are incomplete ({e})") from None
+    decisions = _decisions_from_table(t, meta, len(rec), bad)
     hc_all = t["head_counts"].numpy()
     pc_all = t["pattern_counts"].numpy()
     maps_all = t["mode_maps"]
@@ -438,13 +512,43 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
             if grid is None:
                 raise bad(f"record {i}: a mode map without a grid")
             mm = ModeMap(ModeMap.unpack_modes(maps_all[mo : mo + nbytes], shape), grid, groups, low_bits)
+        dec = decisions.get(i)
+        if dec is not None:
+            dense = r["batch"] * r["heads"] * r["rows"] * groups.dim * r["n_cols"]
+            if dec.dense_macs != dense:
+                raise bad(f"record {i} ({op}, layer {r['layer']}): its decision counts {dec.dense_macs} MACs, "
+                          f"the GEMM has {dense}")
         out.append(
             TraceRecord(
                 step=r["step"], context=ctx, layer=r["layer"], op=op, module=module, batch=r["batch"],
                 heads=r["heads"], rows=r["rows"], n_cols=r["n_cols"], groups=groups, low_bits=low_bits, grid=grid,
-                enabled=bool(r["enabled"]), head_counts=hc, pattern_counts=pc, mode_map=mm,
+                enabled=bool(r["enabled"]), head_counts=hc, pattern_counts=pc, mode_map=mm, decision=dec,
             )
         )
+    return out
+
+
+def _decisions_from_table(t: dict[str, torch.Tensor], meta: dict, n_records: int, bad) -> dict[int, MethodDecision]:
+    """record index -> decision, from the optional ``decisions`` tensor."""
+    if "decisions" not in t:
+        if meta.get("method", "kaleido") != "kaleido":
+            raise bad(f"a trace of method {meta.get('method')!r} has no 'decisions' tensor")
+        return {}
+    d = t["decisions"]
+    if d.dtype != torch.int64 or d.dim() != 2 or d.shape[1] != len(DECISION_COLUMNS):
+        raise bad(f"tensor 'decisions' has dtype {d.dtype} and shape {tuple(d.shape)}, expected int64 "
+                  f"(n, {len(DECISION_COLUMNS)})")
+    if list(meta.get("decision_columns", [])) != list(DECISION_COLUMNS):
+        raise bad(f"decision columns {meta.get('decision_columns')} differ from {list(DECISION_COLUMNS)}")
+    out = {}
+    for row in d.tolist():
+        i = row[0]
+        if not 0 <= i < n_records or i in out:
+            raise bad(f"decision row points at record {i} (records: {n_records}, or twice)")
+        try:
+            out[i] = MethodDecision(*row[1:])
+        except ValueError as e:
+            raise bad(f"decision of record {i}: {e}") from None
     return out
 
 

@@ -1,0 +1,314 @@
+"""Recording an accelerator baseline's decisions in Kaleido's trace format.
+
+:func:`attach_recorder` is called by AdapTiV, EXION and Cambricon-D when they are
+applied.  While the method runs it records, per (denoising step, call slot, layer, op
+kind), what the algorithm computed and skipped - the very counts it adds to its
+:class:`~kaleido.baselines.base.OpLedger`, attributed to the block that was running -
+plus what the accelerator models need and only the running algorithm can show:
+
+* EXION: per tile of ``tile_rows`` consecutive tokens (queries), how many columns
+  (FFN neurons / keys) at least one row of the tile keeps (the array processes a
+  tile's union after compaction), read from the FFN's masked hidden activations and
+  from the attention keep-mask;
+* Cambricon-D: of every differential linear's input entries, those whose
+  step-to-step difference, at the input's int8 scale (``max|x| / 127``), does not fit
+  ``delta_bits`` signed bits (Cambricon-D's outliers), from the raw inputs.
+
+Op kinds the method does not claim are recorded per layer as computed when their
+unit ran (same rule as the handle's own accounting).  ``handle.accel_trace()``
+returns the :class:`~kaleido.integrations.trace.ReuseTrace` (``meta["method"]`` set,
+one :class:`~kaleido.integrations.trace.MethodDecision` per record), and
+``handle.report().extra["accel_profile"]`` carries it in the simulator's
+:class:`~kaleido.hw.baseline_replay.BaselineProfile` form.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from kaleido.reuse import ChannelGroups, TokenGrid
+
+from .base import ESTIMATE, UNIT_KINDS, MethodHandle
+
+TILE_ROWS = 128  # rows of the accelerator array: the tile the EXION union is measured on
+_FIELDS = ("mac8", "mac_low", "skipped", "estimate8", "tile_cols", "tile_dense_cols", "outliers", "a_elements")
+
+
+def op_shape(kind: str, shapes, batch: int, S: int, L: int) -> tuple[int, int, int, int, int]:
+    """``(batch, heads, rows, K, n_cols)`` of one call of op ``kind`` in one Wan block."""
+    D, H, d, F = shapes.dim, shapes.heads, shapes.head_dim, shapes.ffn_dim
+    table = {
+        "self_qk": (H, S, d, S), "self_pv": (H, S, S, d), "cross_qk": (H, S, d, L), "cross_pv": (H, S, L, d),
+        "proj_q": (1, S, D, D), "proj_k": (1, S, D, D), "proj_v": (1, S, D, D), "proj_out": (1, S, D, D),
+        "cross_proj_q": (1, S, D, D), "cross_proj_out": (1, S, D, D), "cross_proj_kv": (1, L, D, 2 * D),
+        "ffn_in": (1, S, D, F), "ffn_out": (1, S, F, D),
+    }
+    return (batch, *table[kind])
+
+
+def tile_union(keep: torch.Tensor, tile_rows: int) -> tuple[int, int]:
+    """``keep`` (..., rows, cols) bool -> (sum over row tiles of kept-column unions, same with all kept)."""
+    rows, cols = keep.shape[-2], keep.shape[-1]
+    k = keep.reshape(-1, rows, cols)
+    n_full = rows // tile_rows
+    total = tiles = 0
+    if n_full:
+        u = k[:, : n_full * tile_rows].reshape(k.shape[0], n_full, tile_rows, cols).any(dim=2)
+        total += int(u.sum())
+        tiles += k.shape[0] * n_full
+    if rows % tile_rows:
+        total += int(k[:, n_full * tile_rows:].any(dim=1).sum())
+        tiles += k.shape[0]
+    return total, tiles * cols
+
+
+class AccelTraceRecorder:
+    """Per-(step, slot, layer, op) decision counts of one applied method; see the module docstring."""
+
+    def __init__(self, handle: MethodHandle, tile_rows: int = TILE_ROWS) -> None:
+        self.handle = handle
+        self.tile_rows = int(tile_rows)
+        self.layer = -1
+        self.counts: dict[tuple, dict[str, int]] = defaultdict(lambda: {f: 0 for f in _FIELDS} | {"tiles": 0, "outl": 0})
+        self.shape: dict[tuple, tuple] = {}
+        self.grid: TokenGrid | None = None
+        self.generations = set()
+        self._claimed = {k for _, k in handle.method.claims}
+        self._wrap_ledger()
+        self._hook_blocks()
+
+    # -- where the counts come from ----------------------------------------------------
+    def _key(self, kind: str, layer: int | None = None) -> tuple:
+        c = self.handle.call
+        return (c.step, c.slot, self.layer if layer is None else layer, kind)
+
+    def _note_shape(self, key: tuple) -> None:
+        c = self.handle.call
+        if key not in self.shape:
+            self.shape[key] = op_shape(key[3], self.handle.shapes, c.batch, c.grid.n_grid, c.text_len)
+
+    def _wrap_ledger(self) -> None:
+        ledger = self.handle.ledger
+        original = ledger.add
+
+        def add(kind, mac8=0, mac_low=0, skipped=0):
+            original(kind, mac8, mac_low, skipped)
+            c = self.handle.call
+            if c is None or self.layer < 0:
+                return
+            if kind == ESTIMATE:  # AdapTiV's sign matching and EXION's prediction serve self-attention
+                self.counts[self._key("self_qk")]["estimate8"] += int(mac8) + int(mac_low)
+                return
+            if kind not in self._claimed:
+                return
+            key = self._key(kind)
+            self._note_shape(key)
+            e = self.counts[key]
+            e["mac8"] += int(mac8)
+            e["mac_low"] += int(mac_low)
+            e["skipped"] += int(skipped)
+
+        ledger.add = add
+        self.handle.add_undo(lambda: setattr(ledger, "add", original))
+
+    def _hook_blocks(self) -> None:
+        h = self.handle
+        tr = h.transformer
+
+        def pre_call(module, args, kwargs):
+            c = h.call
+            self.grid = c.grid
+            self.generations.add(c.generation)
+            for layer in range(h.shapes.n_layers):
+                for unit, kinds in UNIT_KINDS.items():
+                    macs = h.shapes.unit_macs(unit, c.batch, c.grid.n_grid, c.text_len)
+                    for k in kinds:
+                        if k not in self._claimed:
+                            key = self._key(k, layer)
+                            self._note_shape(key)
+                            self.counts[key]["skipped"] += macs[k]
+            return None
+
+        hk = tr.register_forward_pre_hook(pre_call, with_kwargs=True)
+        h.add_undo(hk.remove)
+        for layer, block in enumerate(tr.blocks):
+            def enter(module, args, layer=layer):
+                self.layer = layer
+
+            def leave(module, args, out):
+                self.layer = -1
+
+            for hk in (block.register_forward_pre_hook(enter), block.register_forward_hook(leave)):
+                h.add_undo(hk.remove)
+            for unit, mod in (("attn1", block.attn1.to_q), ("attn2", block.attn2.to_q), ("ffn", block.ffn.net[0])):
+                hk = mod.register_forward_hook(self._unit_ran(unit, layer))
+                h.add_undo(hk.remove)
+
+    def _unit_ran(self, unit: str, layer: int):
+        def hook(module, inputs, output):
+            c = self.handle.call
+            if c is None:
+                return None
+            macs = self.handle.shapes.unit_macs(unit, c.batch, c.grid.n_grid, c.text_len)
+            for k in UNIT_KINDS[unit]:
+                if k not in self._claimed:
+                    e = self.counts[self._key(k, layer)]
+                    e["mac8"] += macs[k]
+                    e["skipped"] -= macs[k]
+            return None
+
+        return hook
+
+    # -- design-specific measurements ----------------------------------------------------
+    def add_tiles(self, kinds: tuple[str, ...], keep: torch.Tensor) -> None:
+        """Record the tile unions of a keep-mask ``(..., rows, cols)`` for ``kinds`` of the running layer."""
+        if self.handle.call is None or self.layer < 0:
+            return
+        u, dense = tile_union(keep, self.tile_rows)
+        for k in kinds:
+            e = self.counts[self._key(k)]
+            e["tile_cols"] += u
+            e["tile_dense_cols"] += dense
+            e["tiles"] += 1
+
+    def add_outliers(self, kind: str, outliers: int, elements: int) -> None:
+        if self.handle.call is None or self.layer < 0:
+            return
+        e = self.counts[self._key(kind)]
+        e["outliers"] += int(outliers)
+        e["a_elements"] += int(elements)
+        e["outl"] += 1
+
+    # -- the trace ---------------------------------------------------------------------
+    def trace(self):
+        """The recorded decisions as a :class:`~kaleido.integrations.trace.ReuseTrace`."""
+        from kaleido.integrations.trace import DENSE_OP, MethodDecision, ReuseTrace, TraceRecord, dense_counts
+
+        if len(self.generations) > 1:
+            raise ValueError(f"the recorder saw {len(self.generations)} generations; apply the method once per "
+                             "generation to record its trace")
+        h = self.handle
+        low_bits = int(h.method.low_bits)
+        records = []
+        for key in sorted(self.counts):
+            step, slot, layer, kind = key
+            if kind == ESTIMATE or key not in self.shape:
+                continue
+            e = self.counts[key]
+            batch, heads, rows, K, n_cols = self.shape[key]
+            dense = batch * heads * rows * K * n_cols
+            if e["mac8"] + e["mac_low"] + e["skipped"] != dense:
+                raise ValueError(f"{h.method.name}: step {step} layer {layer} {kind}: recorded "
+                                 f"{e['mac8'] + e['mac_low'] + e['skipped']} MACs, the GEMM has {dense}")
+            differential = e["mac_low"] + e["skipped"] > 0
+            tiles = (e["tile_cols"], e["tile_dense_cols"]) if e["tiles"] else (-1, -1)
+            outl = (e["outliers"], e["a_elements"]) if e["outl"] and differential else (-1, -1)
+            dec = MethodDecision(e["mac8"], e["mac_low"], e["skipped"], low_bits if e["mac_low"] else 8,
+                                 e["estimate8"], *tiles, *outl)
+            counts, patterns = dense_counts(batch, heads, rows, 1)
+            grid = None if kind == "cross_proj_kv" else self.grid
+            groups = ChannelGroups((K,), ("t",), ("all",))
+            records.append(TraceRecord(step, f"call{slot}", layer, kind, f"blocks.{layer}.{kind}", batch, heads, rows,
+                                       n_cols, groups, 8, grid, differential, counts, patterns, decision=dec))
+        assert all(r.op != DENSE_OP for r in records)
+        s = h.shapes
+        g = self.grid
+        meta = {"model_class": type(h.transformer).__name__, "method": h.method.name,
+                "method_settings": h.method.settings_dict(), "heads": s.heads, "head_dim": s.head_dim, "dim": s.dim,
+                "ffn_dim": s.ffn_dim, "num_layers": s.n_layers, "rope_split": list(s.rope_sizes),
+                "patch_size": list(s.patch), "tile_rows": self.tile_rows,
+                "grid": None if g is None else {"T": g.T, "H": g.H, "W": g.W},
+                "num_steps": len({r.step for r in records}), "contexts_seen": sorted({r.context for r in records})}
+        return ReuseTrace(records, meta)
+
+
+def attach_recorder(handle: MethodHandle) -> AccelTraceRecorder:
+    """Record ``handle``'s decisions (see the module docstring); returns the recorder.
+
+    Adds ``handle.accel_trace()`` and puts the replay profile into
+    ``handle.report().extra["accel_profile"]``.
+    """
+    rec = AccelTraceRecorder(handle)
+    name = handle.method.name
+    if name == "exion":
+        _measure_exion(rec)
+    elif name == "cambricon_d":
+        _measure_cambricon_d(rec)
+    base_report = handle.report
+
+    def report():
+        from kaleido.hw.baseline_replay import baseline_profile_from_trace
+
+        r = base_report()
+        try:
+            prof, notes = baseline_profile_from_trace(rec.trace())
+            r.extra["accel_profile"] = prof.to_dict()
+            if notes:
+                r.extra["accel_profile_notes"] = notes
+        except ValueError as e:
+            r.extra["accel_profile_error"] = str(e)
+        return r
+
+    handle.report = report
+    handle.accel_trace = rec.trace
+    return rec
+
+
+def _measure_exion(rec: AccelTraceRecorder) -> None:
+    h = rec.handle
+    s = h.method.settings
+    if s.ffn_tau > 0:
+        for block in h.transformer.blocks:
+            def pre(module, args):
+                rec.add_tiles(("ffn_in", "ffn_out"), args[0] != 0)  # (B, S, ffn_dim) masked GELU output
+
+            hk = block.ffn.net[2].register_forward_pre_hook(pre)
+            h.add_undo(hk.remove)
+    if s.attn_density < 1.0:
+        from . import exion
+
+        original = exion.masked_attention
+
+        def masked(q, k, v, keep, key_bias=None):
+            rec.add_tiles(("self_qk", "self_pv"), keep)  # (B, H, queries, keys)
+            return original(q, k, v, keep, key_bias)
+
+        exion.masked_attention = masked
+        h.add_undo(lambda: setattr(exion, "masked_attention", original))
+
+
+def _measure_cambricon_d(rec: AccelTraceRecorder) -> None:
+    from .cambricon_d import _LINEARS
+
+    h = rec.handle
+    qmax = 2 ** (h.method.settings.delta_bits - 1) - 1
+    prev: dict[tuple, torch.Tensor] = {}
+    h.on_new_generation(prev.clear)
+    for layer, block in enumerate(h.transformer.blocks):
+        mods = dict(block.named_modules())
+        for _, path, kind in sorted(_LINEARS):
+            def pre(module, args, layer=layer, path=path, kind=kind):
+                x = args[0].detach()
+                key = (layer, path, h.call.slot)
+                p = prev.get(key)
+                if p is not None and p.shape == x.shape:
+                    scale = x.abs().amax().clamp(min=1e-12) / 127.0
+                    out = int(((x - p).abs() > qmax * scale).sum())
+                    rec.add_outliers(kind, out, x.numel())
+                prev[key] = x.clone()
+
+            hk = mods[path].register_forward_pre_hook(pre)
+            h.add_undo(hk.remove)
+
+
+def trace_op_totals(trace) -> dict[str, np.ndarray]:
+    """Per op kind, ``[mac8, mac_low, skipped, estimate8]`` summed over a baseline trace."""
+    out: dict[str, np.ndarray] = {}
+    for r in trace:
+        d = r.decision
+        v = np.array([d.mac8, d.mac_low, d.skipped, d.estimate8], dtype=np.int64)
+        out[r.op] = out[r.op] + v if r.op in out else v
+    return out

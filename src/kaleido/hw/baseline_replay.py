@@ -1,0 +1,312 @@
+"""Replaying an accelerator baseline's trace on the simulated array, with its dataflow's costs.
+
+Input: a :class:`~kaleido.integrations.trace.ReuseTrace` recorded while AdapTiV, EXION
+or Cambricon-D ran (``trace.meta["method"]``; :mod:`kaleido.baselines.accel_trace`).
+:func:`baseline_profile_from_trace` turns it into a :class:`BaselineProfile` - per
+simulator op kind, per recorded step and layer, the shares of the dense MACs the
+algorithm computed at 8 bits, at low bits and skipped, its decision work, and the
+measured utilisation inputs (EXION's per-tile column unions, Cambricon-D's outlier
+share) - pooled over call slots.  Shares carry to any workload (the resolution
+rule of :mod:`kaleido.hw.profile`: fractions are kept, extents are re-derived), and
+workload step ``s`` of ``S`` reads recorded step ``floor(s*(P-1)/(S-1) + 1/2)``; each
+workload GEMM is costed once per recorded layer and averaged (the recorded layers
+stand for the workload's).
+
+:func:`replay` costs every workload GEMM with the design's utilisation model
+(``replay_cost`` in ``kaleido.baselines.accel_<design>``): the array cycles of the GEMMs
+its dataflow really runs (fold/fill/drain of :func:`~kaleido.hw.compute.dense_cycles`),
+plus its side units' cycles where they cannot overlap, plus its extra DRAM traffic
+(time per GEMM is ``max(compute, DRAM)``, as in :mod:`kaleido.hw.simulate`).  It also
+costs the same records with the design's ideal model (``ideal_cost``: the old
+fraction model, no utilisation costs) as ``upper_bound``.  Every input of a result is
+listed with where it came from: ``MEASURED`` (the trace), ``paper: ...`` or ``ASSUMED``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .compute import dense_cycles
+from .config import ArrayConfig
+from .energy import EnergyTable
+from .memory import dram_bytes
+from .trace_adapter import TRACE_OP_TO_KIND
+from .workloads import OP_KINDS, Gemm, Workload
+
+FORMAT = "kaleido-baseline-profile"
+VERSION = 1
+#: method name -> (design label, module holding ``replay_cost``, ``ideal_cost``, ``INPUTS``)
+DESIGNS = {
+    "adaptiv": ("AdapTiV-class (token merging)", "kaleido.baselines.accel_adaptiv"),
+    "exion": ("EXION-class (FFN reuse + eager prediction)", "kaleido.baselines.accel_exion"),
+    "cambricon_d": ("Cambricon-D-class (differential, low-bit deltas)", "kaleido.baselines.accel_cambricon_d"),
+}
+_KIND_OF = dict(TRACE_OP_TO_KIND, cross_proj_kv="cross_proj_kv")
+#: Rate of every side unit (matching, merge/unmerge, condensing): int8 elements per cycle per array row.
+#: The same figure kaleido.hw.simulate gives Kaleido's decision unit (one element per row per cycle).
+SIDE_SOURCE = "ASSUMED: 1 element per array row per cycle, as kaleido.hw.simulate's Kaleido decision unit"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One op kind at one recorded (step, layer), pooled over call slots: shares of dense MACs."""
+
+    mac8: float
+    mac_low: float
+    skipped: float
+    low_bits: int = 8
+    estimate: float = 0.0  # decision work, 8-bit-equivalent MACs per dense MAC
+    tile: float | None = None  # sum of per-tile kept-column unions / (tiles x columns); None: not measured
+    outliers: float | None = None  # outlier share of A's entries on differential calls; None: not measured
+
+    def __post_init__(self) -> None:
+        for k in ("mac8", "mac_low", "skipped"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and -1e-9 <= v <= 1 + 1e-9):
+                raise ValueError(f"Cell.{k}={v!r} must be a share in [0, 1]")
+        if abs(self.mac8 + self.mac_low + self.skipped - 1.0) > 1e-6:
+            raise ValueError(f"Cell shares {self.mac8}+{self.mac_low}+{self.skipped} must add up to 1")
+        for k in ("tile", "outliers"):
+            v = getattr(self, k)
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise ValueError(f"Cell.{k}={v!r} must be in [0, 1] or null")
+        if self.estimate < 0:
+            raise ValueError(f"Cell.estimate={self.estimate!r} must be >= 0")
+
+    @property
+    def kept(self) -> float:
+        return self.mac8 + self.mac_low
+
+    @classmethod
+    def dense(cls) -> "Cell":
+        return cls(1.0, 0.0, 0.0)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class BaselineProfile:
+    """A baseline trace in the replay's form; ``ops[kind][i][j]``: recorded step i, layer j."""
+
+    method: str
+    settings: dict
+    model: str
+    grid: tuple[int, int, int]
+    tile_rows: int
+    ops: dict[str, list[list[Cell]]]
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.method not in DESIGNS:
+            raise ValueError(f"baseline profile of method {self.method!r}: the replay models {sorted(DESIGNS)}")
+        for k, steps in self.ops.items():
+            if k not in OP_KINDS:
+                raise ValueError(f"baseline profile op kind {k!r} is unknown; known: {sorted(OP_KINDS)}")
+            if not steps or any(not layers for layers in steps):
+                raise ValueError(f"baseline profile op {k!r} needs at least one step with one layer")
+
+    def cells(self, op: str, step: int, steps: int) -> list[Cell] | None:
+        """The recorded layers' cells for workload step ``step`` of ``steps`` (None: op not recorded)."""
+        entry = self.ops.get(op)
+        if entry is None:
+            return None
+        P = len(entry)
+        idx = 0 if steps <= 1 else int(math.floor(step * (P - 1) / (steps - 1) + 0.5))
+        return entry[idx]
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "version": VERSION, "method": self.method, "settings": self.settings,
+                "model": self.model, "grid": dict(zip("THW", self.grid)), "tile_rows": self.tile_rows,
+                "source": self.source,
+                "ops": {k: [[c.to_dict() for c in layers] for layers in steps] for k, steps in self.ops.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "baseline profile") -> "BaselineProfile":
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ValueError(f"{where} is not a baseline profile (need \"format\": \"{FORMAT}\")")
+        if d.get("version") != VERSION:
+            raise ValueError(f"{where} has version {d.get('version')!r}; this simulator reads version {VERSION}")
+        try:
+            ops = {k: [[Cell(**c) for c in layers] for layers in steps] for k, steps in d["ops"].items()}
+            grid = tuple(int(d["grid"][a]) for a in "THW")
+            return cls(str(d["method"]), dict(d["settings"]), str(d["model"]), grid, int(d["tile_rows"]), ops,
+                       str(d.get("source", "")))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{where} is incomplete or corrupt ({type(e).__name__}: {e})") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BaselineProfile":
+        p = Path(path)
+        try:
+            d = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise ValueError(f"baseline profile {str(p)!r} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"baseline profile {str(p)!r} is not valid JSON ({e})") from None
+        return cls.from_dict(d, where=f"baseline profile {str(p)!r}")
+
+
+def baseline_profile_from_trace(trace, workload: Workload | None = None) -> tuple[BaselineProfile, list[str]]:
+    """``(profile, notes)`` from a baseline ``ReuseTrace`` (records with decisions)."""
+    method = trace.method
+    if method == "kaleido":
+        raise ValueError("this is a Kaleido trace: use kaleido.hw.trace_adapter.profile_from_trace")
+    acc: dict[str, dict[int, dict[int, list[float]]]] = {}
+    lbits: dict[str, set[int]] = {}
+    for r in trace:
+        d = r.decision
+        if d is None:
+            raise ValueError(f"baseline trace record {r.op!r} layer {r.layer} step {r.step} has no decision")
+        kind = _KIND_OF.get(r.op)
+        if kind is None:
+            continue
+        a = acc.setdefault(kind, {}).setdefault(r.step, {}).setdefault(r.layer, [0.0] * 9)
+        vals = [d.mac8, d.mac_low, d.skipped, d.estimate8, max(0, d.tile_cols), max(0, d.tile_dense_cols),
+                max(0, d.outliers), max(0, d.a_elements), 1.0 if d.tile_cols >= 0 else 0.0]
+        for i, v in enumerate(vals):
+            a[i] += v
+        if d.mac_low:
+            lbits.setdefault(kind, set()).add(int(d.low_bits))
+    if not acc:
+        raise ValueError("the baseline trace holds no records of simulator op kinds")
+    ops = {}
+    for kind, steps in acc.items():
+        if len(lbits.get(kind, ())) > 1:
+            raise ValueError(f"op {kind!r} mixes low-bit widths {sorted(lbits[kind])}; the replay needs one")
+        lb = next(iter(lbits.get(kind, {8})))
+        rows = []
+        for s in sorted(steps):
+            cells = []
+            for layer in sorted(steps[s]):
+                m8, ml, sk, est, tc, td, ol, ae, has_tile = steps[s][layer]
+                dense = m8 + ml + sk
+                cells.append(Cell(m8 / dense, ml / dense, sk / dense, lb if ml else 8, est / dense,
+                                  tc / td if has_tile and td > 0 else None, ol / ae if ae > 0 else None))
+            rows.append(cells)
+        ops[kind] = rows
+    g = trace.meta.get("grid") or {"T": 1, "H": 1, "W": 1}
+    notes = []
+    if workload is not None:
+        notes += [f"op kind {k!r} not in the trace: replayed dense" for k in workload.op_kinds() if k not in ops]
+    prof = BaselineProfile(method, dict(trace.meta.get("method_settings", {})), trace.model_class,
+                           (int(g["T"]), int(g["H"]), int(g["W"])), int(trace.meta.get("tile_rows", 128)), ops,
+                           source=f"ReuseTrace of {method} ({trace.model_class}, {len(trace)} records)")
+    return prof, notes
+
+
+# -- costing -----------------------------------------------------------------------------
+@dataclass
+class GemmCost:
+    """One GEMM instance on one design.  ``overheads`` (cycles) are included in ``cycles``."""
+
+    cycles: float
+    work_macs: float  # useful 8-bit-equivalent MACs (what the algorithm asked for; padding and packed zeros excluded)
+    mac8: float
+    mac_low: float
+    low_bits: int
+    dram_bytes: float
+    overheads: dict[str, float] = field(default_factory=dict)
+    side_ops: float = 0.0  # int8 operations of side units (matching, merge, condensing)
+
+
+def dense_cost(g: Gemm, cfg: ArrayConfig) -> GemmCost:
+    m = float(g.M) * g.K * g.N
+    return GemmCost(dense_cycles(g.M, g.K, g.N, cfg), m, m, 0.0, 8, dram_bytes(g, cfg))
+
+
+def side_cycles(elements: float, cfg: ArrayConfig) -> float:
+    """Cycles of a side unit handling ``elements`` int8 elements (see :data:`SIDE_SOURCE`)."""
+    return elements / cfg.rows
+
+
+@dataclass
+class ReplayResult:
+    """One baseline design on one workload, replayed from its trace."""
+
+    design: str
+    method: str
+    settings: dict
+    workload: str
+    cycles: float
+    upper_bound_cycles: float
+    dense_cycles: float
+    time_s: float
+    dense_time_s: float
+    work_macs: float
+    dense_macs: float
+    mac_energy_j: float
+    dram_energy_j: float
+    side_energy_j: float
+    overhead_cycles: dict[str, float]
+    inputs: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+    source: str = "TRACE-REPLAYED with the dataflow's utilisation costs"
+
+    def utilisation(self, pes: int) -> float:
+        return self.work_macs / max(1.0, pes * self.cycles)
+
+    @property
+    def speedup_vs_dense(self) -> float:
+        return self.dense_cycles / max(1.0, self.cycles)
+
+    def to_dict(self, pes: int | None = None) -> dict:
+        d = dict(self.__dict__)
+        d["speedup_vs_dense"] = self.speedup_vs_dense
+        d["upper_bound_speedup_vs_dense"] = self.dense_cycles / max(1.0, self.upper_bound_cycles)
+        if pes:
+            d["utilisation"] = self.utilisation(pes)
+        return d
+
+
+def design_module(method: str):
+    try:
+        return importlib.import_module(DESIGNS[method][1])
+    except KeyError:
+        raise ValueError(f"no accelerator model for method {method!r}; known: {sorted(DESIGNS)}") from None
+
+
+def replay(wl: Workload, prof: BaselineProfile, cfg: ArrayConfig | None = None,
+           energy: EnergyTable | None = None) -> ReplayResult:
+    """Cost ``wl`` on the design of ``prof.method`` (see the module docstring)."""
+    cfg = cfg or ArrayConfig()
+    energy = energy or EnergyTable()
+    mod = design_module(prof.method)
+    clock = cfg.clock_ghz * 1e9
+    bw = cfg.buffers.dram_gbps * 1e9
+    tot = {"cyc": 0.0, "ub": 0.0, "dense": 0.0, "t": 0.0, "td": 0.0, "work": 0.0, "dm": 0.0, "emac": 0.0,
+           "dram": 0.0, "side": 0.0}
+    over: dict[str, float] = {}
+    notes = []
+    for g in wl.gemms:
+        base = dense_cost(g, cfg)
+        per_step = g.count / wl.steps
+        if prof.ops.get(g.op) is None:
+            notes.append(f"{g.op}: not in the trace, replayed dense")
+        for s in range(wl.steps):
+            cells = prof.cells(g.op, s, wl.steps) or [Cell.dense()]
+            w = per_step / len(cells)
+            for c in cells:
+                r = mod.replay_cost(g, c, cfg, base)
+                ub = mod.ideal_cost(g, c, cfg, base)
+                tot["cyc"] += r.cycles * w
+                tot["ub"] += ub * w
+                tot["dense"] += base.cycles * w
+                tot["t"] += max(r.cycles / clock, r.dram_bytes / bw) * w
+                tot["td"] += max(base.cycles / clock, base.dram_bytes / bw) * w
+                tot["work"] += r.work_macs * w
+                tot["dm"] += float(g.M) * g.K * g.N * w
+                est = c.estimate * g.M * g.K * g.N
+                tot["emac"] += (r.mac8 * energy.mac_pj(8) + r.mac_low * energy.mac_pj(r.low_bits)
+                                + est * energy.mac_pj(8)) * w
+                tot["dram"] += r.dram_bytes * 8 * energy.pj("dram_bit") * w
+                tot["side"] += r.side_ops * energy.pj("add8") * w
+                for k, v in r.overheads.items():
+                    over[k] = over.get(k, 0.0) + v * w
+    return ReplayResult(DESIGNS[prof.method][0], prof.method, prof.settings, wl.name, tot["cyc"], tot["ub"],
+                        tot["dense"], tot["t"], tot["td"], tot["work"], tot["dm"], tot["emac"] * 1e-12,
+                        tot["dram"] * 1e-12, tot["side"] * 1e-12, over, dict(mod.INPUTS), sorted(set(notes)))
