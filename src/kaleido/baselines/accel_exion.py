@@ -14,7 +14,8 @@ processes them densely.
   the bitmask into index lists runs on a side unit (``M*N`` mask bits at 8 per element
   slot), exposed beyond the GEMM's array cycles; the eager prediction (the recorded
   ``estimate`` MACs: leading-one products at 1/4 of an 8x8 MAC) runs on the array
-  before the sparse q.k^T of the same head.  Projections and cross-attention run dense.
+  before the sparse q.k^T of the same head; the FFN bitmask (one bit per token and
+  neuron) goes through DRAM.  Projections and cross-attention run dense.
   Merging condensed tiles of *different* row tiles (the "Merge" of ConMerge) is not
   modelled: it would recover part of the union padding.
 """
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 from .accel_common import MeasuredSkips, OpFractions, ceil_frac, run_design
 
-ASSUMPTIONS = ("prediction energy at 1/4 of an 8x8 MAC per leading-one product (width rule, not EXION's figure)",
-               "the q.k^T / FFN-up GEMMs and their P.V / FFN-down partners see the same tile union")
+ASSUMPTIONS = ("condensed index lists and predicted scores stay on chip (no DRAM traffic charged for them)",
+               "the prediction's 1/4-MAC energy per leading-one product is the width rule, not EXION's figure")
 COLS = ("self_attn_qk", "ffn_up")  # kept columns are the GEMM's N
 RED = ("self_attn_pv", "ffn_down")  # kept columns are the GEMM's K
 
@@ -39,6 +40,7 @@ def _inputs():
             "MEASURED count; the 1/4 weight is ASSUMED (width rule), not EXION's figure",
         "eager prediction runs on the array, before the sparse q.k^T": "ASSUMED (no EXION figure available offline)",
         "ConMerge condensing: 8 mask bits per side-unit element slot, overlapped with the GEMM": SIDE_SOURCE,
+        "FFN-reuse bitmask (1 bit per token and neuron) read from DRAM on every reuse step": "MODELLED (our choice)",
         "ConMerge cross-tile merging": "not modelled (would recover part of the tile-union padding)",
     }
 
@@ -93,4 +95,5 @@ def replay_cost(g, c, cfg, base):
         over["EXION eager prediction on the array"] = pred / (cfg.rows * cfg.cols)
         cyc += over["EXION eager prediction on the array"]
     red = Gemm(g.op, M, K, N, 1, min(g.grid_rows, M))
-    return GemmCost(cyc, work, work, 0.0, 8, dram_bytes(red, cfg), over, side)
+    mask = g.M * g.N / 8.0 if g.op == "ffn_up" else 0.0  # the FFN-reuse bitmask, read on every reuse step
+    return GemmCost(cyc, work, work, 0.0, 8, dram_bytes(red, cfg) + mask, over, side)

@@ -121,7 +121,9 @@ def _replayed(method: str, row: dict, prof_dict: dict, wl, cfg, energy) -> dict:
     n_assumed = sum("ASSUMED" in v for v in r.inputs.values())
     return {"design": r.design, "replayed": True,
             "source": f"TRACE-REPLAYED with utilisation costs: {method} {row['point']['settings']} "
-                      f"({n_paper} input(s) from the paper, {n_assumed} assumed; listed below)",
+                      f"({n_paper} input(s) from the paper, {n_assumed} assumed; listed below); ideal model "
+                      f"(upper bound, no utilisation costs): {r.dense_cycles / max(1.0, r.upper_bound_cycles):.2f}x "
+                      "vs dense",
             "cycles": r.cycles, "utilisation": r.utilisation(pes), "mac_energy_j": r.mac_energy_j,
             "energy_j_mac_dram_side": r.mac_energy_j + r.dram_energy_j + r.side_energy_j,
             "time_s_with_dram": r.time_s, "upper_bound_speedup_vs_dense": r.dense_cycles / max(1.0, r.upper_bound_cycles),
