@@ -8,8 +8,10 @@ that its algorithm leaves.  How much work is left is never typed in: it comes fr
 on the miniature pipeline (the ``report`` of a sweep row), carried to the workload as
 fractions (the same resolution-independence rule as the simulator's profiles).
 
-Each design module states how its dataflow turns those fractions into cycles; what is
-not modelled (and would lower the result) is written next to it.  Energy here is the
+This is the *ideal* path (no utilisation costs), kept for sweep rows recorded before
+baselines wrote traces and as the upper bound of the replay: a row with a trace is
+costed by :func:`kaleido.hw.baseline_replay.replay` with each design's utilisation
+model (``replay_cost`` in its module), per recorded step and layer.  Energy here is the
 MAC energy only (8x8 and low-bit multiplies with a 32-bit accumulate, from the
 simulator's cited :class:`~kaleido.hw.energy.EnergyTable`); memory energy is left out
 for every design alike in this table.

@@ -1,10 +1,10 @@
 """Comparison systems, behind one small interface, registered by name.
 
 Built in: ``dense-array`` (the same array, every op dense) and ``a100`` (the
-roofline of :mod:`kaleido.hw.gpu`).  Accelerator baselines (AdapTiV, EXION,
-Cambricon-D) belong to another issue: register them with :func:`register_baseline`
-once their skip rates come from running their algorithms on the same tensors (SPEC
-§5) - this module deliberately holds no skip rate of its own.
+roofline of :mod:`kaleido.hw.gpu`).  The accelerator baselines (AdapTiV, EXION,
+Cambricon-D) need a recorded trace of their algorithm, so they are not registered
+here: :func:`kaleido.hw.baseline_replay.replay` costs a workload from that trace -
+this module holds no skip rate of its own.
 
 A baseline is any callable ``(workload, cfg) -> BaselineResult``.
 """
