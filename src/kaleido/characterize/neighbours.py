@@ -83,7 +83,23 @@ def neighbour_stats(A: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, met
         raise ValueError(f"unknown metric {metric!r}: use 'linf' or 'mean_abs'")
     grid.check_seq_len(A.shape[-2], "operand")
     A = A.detach().float()
-    A_q, _ = quantize(A, groups, granularity)
+    G = len(groups)
+    if G > 1 and len(set(groups.sizes)) == 1 and granularity in ("group", "tensor"):
+        # equal chunks: fold the groups into the head dim (one scale per matrix, head and group either way)
+        M, H, S, K = A.shape
+        kg = groups.sizes[0]
+        folded = A.reshape(M, H, S, G, kg).permute(0, 1, 3, 2, 4).reshape(M, H * G, S, kg)
+        one = ChannelGroups((kg,), (groups.axes[0],), ("chunk",))
+        if granularity == "tensor":
+            folded_q = quantize(A, groups, "tensor")[0].reshape(M, H, S, G, kg).permute(0, 1, 3, 2, 4).reshape(M, H * G, S, kg)
+        else:
+            folded_q = quantize(folded, one, "group")[0]
+        st = _stats(folded, folded_q, grid, one, metric)
+        return NeighbourStats(st.delta_hist.view(H, G, 3, DELTA_BINS), st.cos_sum.view(H, G, 3), st.count.view(H, G, 3))
+    return _stats(A, quantize(A, groups, granularity)[0], grid, groups, metric)
+
+
+def _stats(A: torch.Tensor, A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, metric: str) -> NeighbourStats:
     H = A.shape[1]
     out = NeighbourStats.zeros(H, len(groups))
     rows_q = A_q[..., grid.grid_slice, :]

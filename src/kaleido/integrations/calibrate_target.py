@@ -317,29 +317,32 @@ class _Search:
             return a if self.target.objective(a.measure) >= self.target.objective(b.measure) else b
         return a if self.target.shortfall(a.measure) <= self.target.shortfall(b.measure) else b
 
-    def fit(self, stage: str, make: Callable[[float], SearchPoint], lo: float, hi: float, steps: int) -> Candidate | None:
-        """Best candidate of ``make(s)`` for ``s`` in [lo, hi]: the favourable end first, then bisection."""
+    def fit(self, stage: str, make: Callable[[float], SearchPoint], lo: float, hi: float,
+            steps: int) -> tuple[Candidate | None, float | None]:
+        """Best candidate of ``make(s)`` for ``s`` in [lo, hi] (the favourable end first, then bisection),
+        and the nearest scale known to miss the target on the favourable side (``None``: none missed)."""
         psnr = self.target.kind == "psnr"
         good, safe = (hi, lo) if psnr else (lo, hi)
-        best = None
+        best, bad = None, None
         if psnr or good > 0:  # for a savings target, s = 0 (dense) never saves anything
             best = self.run(stage, make(good))
             if best is None or best.feasible:
-                return best
-        bad = good
+                return best, None
+            bad = good
+        edge = good
         for _ in range(steps):
-            mid = 0.5 * (bad + safe)
+            mid = 0.5 * (edge + safe)
             c = self.run(stage, make(mid))
             if c is None:
                 break
-            if c.feasible:
-                best, safe = self.better(best, c), mid
-            else:
-                best, bad = self.better(best, c), mid
-        if best is None or not best.feasible:
-            c = self.run(stage, make(safe))
             best = self.better(best, c)
-        return best
+            if c.feasible:
+                safe = mid
+            else:
+                edge = bad = mid
+        if best is None or not best.feasible:
+            best = self.better(best, self.run(stage, make(safe)))
+        return best, bad
 
 
 def calibrate_to_target(
@@ -382,31 +385,33 @@ def calibrate_to_target(
         cur = ax if use_axes else default
 
     # -- scale, per op family --------------------------------------------------------------
-    per_family: dict[str, Candidate] = {}
+    per_family: dict[str, tuple[Candidate, float | None]] = {}
     for family in ("all", "qk_only"):
         switches = family_switches(base, family)
         if not switches or (family == "qk_only" and switches == family_switches(base, "all")):
             continue
         smax = max_scale(base, switches)
-        c = S.fit(f"scale/{family}", lambda s, f=family: SearchPoint(s, f, None, (), use_axes), 0.0, smax, bisect_steps)
+        c, bad = S.fit(f"scale/{family}", lambda s, f=family: SearchPoint(s, f, None, (), use_axes), 0.0, smax,
+                       bisect_steps)
         if c is not None:
-            per_family[family] = c
-    scaled_default = per_family.get("all")
-    for c in per_family.values():
-        cur = S.better(cur, c)
+            per_family[family] = (c, bad)
+    scaled_default = per_family["all"][0] if "all" in per_family else None
+    bad_scale = None
+    for c, bad in per_family.values():
+        if S.better(cur, c) is c:
+            cur, bad_scale = c, bad
 
-    # -- dense warm-up steps ---------------------------------------------------------------
+    # -- dense warm-up steps: one more buys quality and costs savings, one less the reverse ----------
     p = cur.point
     d0 = p.dense_steps if p.dense_steps is not None else base.reuse.dense_steps
-    smax = max_scale(base, family_switches(base, p.family))
+    s_next = bad_scale if bad_scale is not None else p.scale  # the next scale that missed the target
     for d in (d0 + 1, d0 - 1):
         if d < 0 or S.left <= 0:
             continue
-        # one more dense step buys quality: search upwards for PSNR, downwards for savings (and vice versa)
-        more_quality = d > d0
-        lo, hi = (p.scale, smax) if more_quality == psnr else (0.0, p.scale)
-        c = S.fit("warmup", lambda s, d=d: SearchPoint(s, p.family, d, p.max_layers, use_axes), lo, hi,
-                  max(1, bisect_steps - 1))
+        # PSNR target: d0+1 may now hold at the next, more aggressive scale; d0-1 may still hold at this one.
+        # Savings target: d0+1 may still save enough at this scale; d0-1 may now save enough at the next, lower one.
+        s = s_next if (d > d0) == psnr else p.scale
+        c = S.run("warmup", SearchPoint(s, p.family, d, p.max_layers, use_axes))
         cur = S.better(cur, c)
 
     # -- per layer: self-attention q.k^T at its widest band ----------------------------------
