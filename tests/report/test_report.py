@@ -62,3 +62,21 @@ def test_report_cli_and_missing_results(rows_dir, tmp_path):
     assert (tmp_path / "x.html").stat().st_size > 10_000
     r = CliRunner().invoke(report, ["--results", str(tmp_path / "nothing"), "--out", str(tmp_path / "y.html")])
     assert r.exit_code != 0 and "does not exist" in r.output
+
+
+def test_compare_prints_the_accelerator_table(rows_dir):
+    import json
+
+    from kaleido.cli.compare import compare
+
+    r = CliRunner().invoke(compare, ["--results", str(rows_dir), "--plot-only", "--json", "--workloads", "wan-1.3b-480p"])
+    assert r.exit_code == 0, r.output
+    tables = json.loads(r.output)["accelerators"]
+    assert [t["workload"] for t in tables] == ["wan-1.3b-480p"]
+    designs = {d["design"]: d for d in tables[0]["designs"]}
+    replayed = [d for d in designs.values() if d.get("replayed")]
+    assert len(replayed) == 3  # AdapTiV, EXION, Cambricon-D rows carry traces: replayed, not upper bounds
+    for d in replayed:
+        assert d["speedup_vs_dense"] <= d["upper_bound_speedup_vs_dense"] + 1e-9
+    r = CliRunner().invoke(compare, ["--results", str(rows_dir), "--plot-only", "--workloads", "nope"])
+    assert r.exit_code != 0 and "unknown workload" in r.output

@@ -22,7 +22,9 @@ import click
 @click.option("--workers", "n_workers", type=int, default=1, show_default=True, help="Local cluster worker processes.")
 @click.option("--plot-only", is_flag=True, help="Compute nothing; analyse the rows already in --results.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json):
+@click.option("--workloads", default="wan-1.3b-480p,hunyuan-720p", show_default=True,
+              help="Comma-separated simulator workloads for the accelerator table ('none' to skip it).")
+def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json, workloads):
     """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
     from kaleido.compare.analysis import aggregate, errors, fmt_pct, load_rows, matched_savings, pareto_figure
     from kaleido.compare.grids import build_points
@@ -50,9 +52,11 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     aggs = aggregate(rows)
     matched = matched_savings(aggs)
     (results / "pareto.png").write_bytes(pareto_figure(aggs))
+    accel = _accel_tables(rows, aggs, workloads)
     if as_json:
         click.echo(json.dumps({"settings": [a.to_dict() for a in aggs],
                                "matched": {m: [c.to_dict() for c in cs] for m, cs in matched.items()},
+                               "accelerators": accel,
                                "errors": [{"method": r["method"], "settings": r["settings"], "error": r["error"]}
                                           for r in errors(rows)]}, indent=1))
         return
@@ -76,4 +80,37 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     con.print(m)
     for r in errors(rows):
         con.print(f"[yellow]refused[/yellow] {r['method']} {r['settings']}: {r['error']}")
+    for t in accel:
+        a = Table(title=f"accelerators on {t['workload']} ({t['steps']} steps; each method at its representative setting)")
+        for c in ("design", "speedup vs dense array", "Kaleido over it", "PE utilisation", "MAC energy J", "skip statistics"):
+            a.add_column(c, justify="left" if c in ("design", "skip statistics") else "right")
+        for d in t["designs"]:
+            a.add_row(d["design"], f"{d['speedup_vs_dense']:.2f}x", f"{d['kaleido_speedup_over_it']:.2f}x",
+                      fmt_pct(d["utilisation"]), f"{d['mac_energy_j']:.3g}", _figure_kind(d))
+        con.print(a)
     con.print(f"Pareto plot: {results / 'pareto.png'}")
+
+
+def _figure_kind(d: dict) -> str:
+    """Short label of where a design's skip statistics came from (the report and --json give the full source)."""
+    if "replayed" in d:
+        return "TRACE-REPLAYED, utilisation costs" if d["replayed"] else "UPPER BOUND (no trace in row)"
+    return d["source"] if d["source"] == "dense" else d["source"].split(" on the ")[0]
+
+
+def _accel_tables(rows, aggs, workloads: str) -> list[dict]:
+    """The accelerator table (:func:`kaleido.report.accel.design_table`) per workload; [] for 'none'."""
+    if workloads.strip().lower() == "none":
+        return []
+    from kaleido.hw.workloads import workload_names
+    from kaleido.report.accel import design_rows, design_table
+
+    names = [w.strip() for w in workloads.split(",") if w.strip()]
+    unknown = [w for w in names if w not in workload_names()]
+    if unknown:
+        raise click.BadParameter(f"unknown workload(s) {unknown}; known: {', '.join(workload_names())} (or 'none')",
+                                 param_hint="--workloads")
+    k_row, base_rows = design_rows(rows, aggs)
+    if k_row is None and not base_rows:
+        return []
+    return [design_table(k_row, base_rows, w) for w in names]

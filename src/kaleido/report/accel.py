@@ -130,6 +130,32 @@ def _replayed(method: str, row: dict, prof_dict: dict, wl, cfg, energy) -> dict:
             "overhead_cycles": r.overhead_cycles, "inputs": r.inputs, "psnr": _psnr(row), "assumptions": r.notes}
 
 
+def representatives(aggs):
+    """Per method, the setting closest to 50% self-attn savings (or to 50% total if it saves none there)."""
+    best = {}
+    for a in aggs:
+        x = a.self_qk_saved if a.self_qk_saved > 0 else a.total_saved
+        score = abs(x - 0.5)
+        if a.method not in best or score < best[a.method][0]:
+            best[a.method] = (score, a)
+    return [v[1] for _, v in sorted(best.items())]
+
+
+def representative_row(rows, a):
+    """The first row (by prompt, seed) of aggregate ``a``."""
+    cand = [r for r in rows if r.get("method") == a.method and r.get("point", {}).get("settings") == a.settings
+            and not r.get("error")]
+    return sorted(cand, key=lambda r: (r["prompt"], r["seed"]))[0] if cand else None
+
+
+def design_rows(rows, aggs) -> tuple[dict | None, dict[str, dict]]:
+    """The rows :func:`design_table` takes: Kaleido's and each accelerator baseline's representative row."""
+    reps = {a.method: a for a in representatives(aggs)}
+    k_row = representative_row(rows, reps["kaleido"]) if "kaleido" in reps else None
+    base_rows = {m: representative_row(rows, reps[m]) for m, _, _ in BASELINE_DESIGNS if m in reps}
+    return k_row, {m: r for m, r in base_rows.items() if r is not None}
+
+
 def _psnr(row):
     if row is None:
         return None

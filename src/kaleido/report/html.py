@@ -20,6 +20,7 @@ from kaleido.compare.analysis import (MATCH_TARGETS, aggregate, errors, fmt_pct,
                                       pareto_figure)
 from kaleido.compare.points import DENSE
 
+from .accel import representatives
 from .paper import PAPER_FIGURES
 
 _CSS = """
@@ -92,22 +93,11 @@ def _settings_table(aggs) -> str:
             "<th>transformer saved</th></tr>" + "".join(rows) + "</table>")
 
 
-def _representatives(aggs):
-    """Per method, the setting closest to 50% self-attn savings (or to 50% total if it saves none there)."""
-    best = {}
-    for a in aggs:
-        x = a.self_qk_saved if a.self_qk_saved > 0 else a.total_saved
-        score = abs(x - 0.5)
-        if a.method not in best or score < best[a.method][0]:
-            best[a.method] = (score, a)
-    return [v[1] for _, v in sorted(best.items())]
-
-
 def _frames_section(rows, aggs) -> str:
     dense = {(r["point"]["prompt"], r["point"]["seed"]): r for r in rows if r.get("point", {}).get("method") == DENSE}
     out = ['<table class="frames"><tr><th class="l">method (setting)</th><th class="l">first / middle / last frame</th>'
            "<th>PSNR</th><th>self q.k<sup>T</sup> saved</th></tr>"]
-    reps = _representatives(aggs)
+    reps = representatives(aggs)
     if not reps:
         return "<p>No method rows yet.</p>"
     prompt = reps[0].prompt
@@ -130,21 +120,12 @@ def _psnr(v):
     return math.inf if v == "inf" else float(v)
 
 
-def _rep_row(rows, a):
-    """The first row (by prompt, seed) of aggregate ``a``."""
-    cand = [r for r in rows if r.get("method") == a.method and r.get("point", {}).get("settings") == a.settings
-            and not r.get("error")]
-    return sorted(cand, key=lambda r: (r["prompt"], r["seed"]))[0] if cand else None
-
-
 def _accel_section(rows, aggs, workloads, steps=None) -> str:
     try:
-        from .accel import design_table
+        from .accel import design_rows, design_table  # noqa: F401 (kept lazy: kaleido.hw)
     except ImportError as e:
         return f"<p>Accelerator models unavailable in this build: {html.escape(str(e))}</p>"
-    reps = {a.method: a for a in _representatives(aggs)}
-    k_row = _rep_row(rows, reps["kaleido"]) if "kaleido" in reps else None
-    base_rows = {m: _rep_row(rows, reps[m]) for m in ("adaptiv", "exion", "cambricon_d") if m in reps}
+    k_row, base_rows = design_rows(rows, aggs)
     parts = ['<p class="note">Every design is the same 128x128 int8 array and cycle model (<code>kaleido.hw</code>), '
              "compute-bound cycles at 1 GHz. Kaleido: <code>kaleido.hw.simulate</code> replaying the mode statistics "
              "its trace recorded on the miniature pipeline (carried to each workload by the simulator's transfer "
