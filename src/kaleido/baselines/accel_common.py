@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kaleido.hw.figures import ArrayFigures
+
 from .base import OP_KINDS
 
 #: our op kinds -> the simulator's workload op kinds
@@ -72,7 +74,7 @@ class MeasuredSkips:
 
 
 @dataclass
-class DesignResult:
+class DesignResult(ArrayFigures):
     """One design on one workload (compute-bound cycles, MAC energy)."""
 
     design: str
@@ -85,19 +87,12 @@ class DesignResult:
     assumptions: list[str] = field(default_factory=list)
     source: str = "measured skip statistics (miniature pipeline) x modelled dataflow"
 
-    def utilisation(self, pes: int) -> float:
-        return self.macs_done / max(1.0, pes * self.cycles)
-
     @property
-    def speedup_vs_dense(self) -> float:
-        return self.dense_cycles / max(1.0, self.cycles)
+    def array_macs(self) -> float:
+        return self.macs_done
 
     def to_dict(self, pes: int | None = None) -> dict:
-        d = dict(self.__dict__)
-        d["speedup_vs_dense"] = self.speedup_vs_dense
-        if pes:
-            d["utilisation"] = self.utilisation(pes)
-        return d
+        return self.figures_dict(pes)
 
 
 def run_design(name: str, workload, skips: MeasuredSkips, gemm_model, cfg=None, energy=None,

@@ -25,7 +25,6 @@ listed with where it came from: ``MEASURED`` (the trace), ``paper: ...`` or ``AS
 from __future__ import annotations
 
 import importlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 from .compute import dense_cycles
 from .config import ArrayConfig
 from .energy import EnergyTable
+from .figures import ArrayFigures
 from .memory import dram_bytes
 from .trace_adapter import TRACE_OP_TO_KIND
 from .workloads import OP_KINDS, Gemm, Workload
@@ -141,14 +141,9 @@ class BaselineProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> "BaselineProfile":
-        p = Path(path)
-        try:
-            d = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise ValueError(f"baseline profile {str(p)!r} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise ValueError(f"baseline profile {str(p)!r} is not valid JSON ({e})") from None
-        return cls.from_dict(d, where=f"baseline profile {str(p)!r}")
+        from .profile import read_json_file
+
+        return cls.from_dict(read_json_file(path, "baseline profile"), where=f"baseline profile {str(path)!r}")
 
 
 def baseline_profile_from_trace(trace, workload: Workload | None = None) -> tuple[BaselineProfile, list[str]]:
@@ -225,7 +220,7 @@ def side_cycles(elements: float, cfg: ArrayConfig) -> float:
 
 
 @dataclass
-class ReplayResult:
+class ReplayResult(ArrayFigures):
     """One baseline design on one workload, replayed from its trace."""
 
     design: str
@@ -247,19 +242,13 @@ class ReplayResult:
     notes: list[str] = field(default_factory=list)
     source: str = "TRACE-REPLAYED with the dataflow's utilisation costs"
 
-    def utilisation(self, pes: int) -> float:
-        return self.work_macs / max(1.0, pes * self.cycles)
-
     @property
-    def speedup_vs_dense(self) -> float:
-        return self.dense_cycles / max(1.0, self.cycles)
+    def array_macs(self) -> float:
+        return self.work_macs
 
     def to_dict(self, pes: int | None = None) -> dict:
-        d = dict(self.__dict__)
-        d["speedup_vs_dense"] = self.speedup_vs_dense
+        d = self.figures_dict(pes)
         d["upper_bound_speedup_vs_dense"] = self.dense_cycles / max(1.0, self.upper_bound_cycles)
-        if pes:
-            d["utilisation"] = self.utilisation(pes)
         return d
 
 

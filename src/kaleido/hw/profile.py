@@ -52,6 +52,17 @@ VERSION = 1
 LINEAR_CHUNK = 128
 
 
+
+def read_json_file(path: str | Path, what: str) -> dict:
+    """The JSON object in ``path``; a missing or unparsable file raises ``ValueError`` naming ``what`` it should be."""
+    p = Path(path)
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{what} {str(p)!r} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{what} {str(p)!r} is not valid JSON ({e})") from None
+
 @dataclass
 class OpProfile:
     """Measured statistics of one op kind: pooled ``stats`` and optional ``per_step``."""
@@ -217,14 +228,7 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> "Profile":
-        p = Path(path)
-        try:
-            d = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise ValueError(f"profile {str(p)!r} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise ValueError(f"profile {str(p)!r} is not valid JSON ({e})") from None
-        return cls.from_dict(d, where=f"profile {str(p)!r}")
+        return cls.from_dict(read_json_file(path, "profile"), where=f"profile {str(path)!r}")
 
     # -- applying it to a workload -------------------------------------------------------
     def check_applies(self, wl: Workload, transfer: bool) -> None:
