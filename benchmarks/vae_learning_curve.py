@@ -43,6 +43,7 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--base-dim", type=int, default=32)
     p.add_argument("--dim-mult", default="1,2,2")
+    p.add_argument("--temporal", default="1,1", help="temperal_downsample flags, e.g. 1,1 (4x in time) or 1,0 (2x)")
     p.add_argument("--no-residual", action="store_true", help="is_residual=False (Wan 2.1 blocks)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--batch", type=int, default=4)
@@ -69,7 +70,8 @@ def main() -> None:
 
     cfg = VaeTrainConfig(steps=a.steps, batch=a.batch, frames=a.frames, early_frames=a.frames, early_steps=0,
                          finetune_steps=0, crop=a.crop, lr=a.lr, warmup=0,
-                         arch=VaeArch(base_dim=a.base_dim, dim_mult=tuple(int(c) for c in a.dim_mult.split(","))))
+                         arch=VaeArch(base_dim=a.base_dim, dim_mult=tuple(int(c) for c in a.dim_mult.split(",")),
+                                      temperal_downsample=tuple(c.strip() == "1" for c in a.temporal.split(","))))
     cfg.validate()
     if a.from_shipped:
         vae = shipped
