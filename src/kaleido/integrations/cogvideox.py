@@ -24,7 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from .processors import KaleidoProcessorBase, reuse_attend
-from .registry import AttentionSite, LinearSite, ModelAdapter, register_adapter
+from .registry import (AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites, ffn_linears,
+                       register_adapter)
+
+
+SELF_ATTN_FFN_LINEARS = (*attention_linears("attn1"), *ffn_linears("ff"))
 
 
 class KaleidoCogVideoXAttnProcessor(KaleidoProcessorBase):
@@ -129,15 +133,5 @@ class CogVideoXAdapter(ModelAdapter):
         ]
 
     def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
-        sites = []
-        for i, b in enumerate(model.transformer_blocks):
-            p = f"transformer_blocks.{i}"
-            sites += [
-                LinearSite(f"{p}.attn1.to_q", b.attn1.to_q, i, "proj_q"),
-                LinearSite(f"{p}.attn1.to_k", b.attn1.to_k, i, "proj_k"),
-                LinearSite(f"{p}.attn1.to_v", b.attn1.to_v, i, "proj_v"),
-                LinearSite(f"{p}.attn1.to_out.0", b.attn1.to_out[0], i, "proj_out"),
-                LinearSite(f"{p}.ff.net.0.proj", b.ff.net[0].proj, i, "ffn_in"),
-                LinearSite(f"{p}.ff.net.2", b.ff.net[2], i, "ffn_out"),
-            ]
-        return sites
+        return [s for i, b in enumerate(model.transformer_blocks)
+                for s in block_linear_sites(f"transformer_blocks.{i}", b, i, SELF_ATTN_FFN_LINEARS)]

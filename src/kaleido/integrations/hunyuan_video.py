@@ -26,7 +26,13 @@ from typing import Any
 import torch
 
 from .processors import KaleidoProcessorBase, reuse_attend
-from .registry import AttentionSite, LinearSite, ModelAdapter, register_adapter
+from .registry import (AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites, ffn_linears,
+                       register_adapter)
+
+
+DUAL_STREAM_LINEARS = (*attention_linears("attn"), *ffn_linears("ff"))
+#: single-stream blocks: q/k/v, the MLP input, and proj_out fused over [attention output, MLP hidden]
+SINGLE_STREAM_LINEARS = (*attention_linears("attn")[:3], ("proj_mlp", "ffn_in"), ("proj_out", "fused_out"))
 
 
 class KaleidoHunyuanVideoAttnProcessor(KaleidoProcessorBase):
@@ -156,27 +162,10 @@ class HunyuanVideoAdapter(ModelAdapter):
 
     def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
         n = self._n_dual(model)
-        sites = []
-        for i, b in enumerate(model.transformer_blocks):
-            p = f"transformer_blocks.{i}"
-            sites += [
-                LinearSite(f"{p}.attn.to_q", b.attn.to_q, i, "proj_q"),
-                LinearSite(f"{p}.attn.to_k", b.attn.to_k, i, "proj_k"),
-                LinearSite(f"{p}.attn.to_v", b.attn.to_v, i, "proj_v"),
-                LinearSite(f"{p}.attn.to_out.0", b.attn.to_out[0], i, "proj_out"),
-                LinearSite(f"{p}.ff.net.0.proj", b.ff.net[0].proj, i, "ffn_in"),
-                LinearSite(f"{p}.ff.net.2", b.ff.net[2], i, "ffn_out"),
-            ]
-        for j, b in enumerate(model.single_transformer_blocks):
-            p, layer = f"single_transformer_blocks.{j}", n + j
-            sites += [
-                LinearSite(f"{p}.attn.to_q", b.attn.to_q, layer, "proj_q"),
-                LinearSite(f"{p}.attn.to_k", b.attn.to_k, layer, "proj_k"),
-                LinearSite(f"{p}.attn.to_v", b.attn.to_v, layer, "proj_v"),
-                LinearSite(f"{p}.proj_mlp", b.proj_mlp, layer, "ffn_in"),
-                LinearSite(f"{p}.proj_out", b.proj_out, layer, "fused_out"),
-            ]
-        return sites
+        sites = [s for i, b in enumerate(model.transformer_blocks)
+                 for s in block_linear_sites(f"transformer_blocks.{i}", b, i, DUAL_STREAM_LINEARS)]
+        return sites + [s for j, b in enumerate(model.single_transformer_blocks)
+                        for s in block_linear_sites(f"single_transformer_blocks.{j}", b, n + j, SINGLE_STREAM_LINEARS)]
 
     def describe(self, model: torch.nn.Module) -> dict[str, Any]:
         d = super().describe(model)

@@ -16,7 +16,7 @@ import functools
 import importlib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 
@@ -68,6 +68,34 @@ class LinearSite:
     module: torch.nn.Linear
     layer: int
     op: str
+
+
+def attention_linears(attn: str) -> tuple[tuple[str, str], ...]:
+    """``(path, op)`` of a diffusers ``Attention``'s q/k/v/out projections named ``attn`` in its block."""
+    return ((f"{attn}.to_q", "proj_q"), (f"{attn}.to_k", "proj_k"), (f"{attn}.to_v", "proj_v"),
+            (f"{attn}.to_out.0", "proj_out"))
+
+
+def ffn_linears(ffn: str) -> tuple[tuple[str, str], ...]:
+    """``(path, op)`` of a diffusers ``FeedForward``'s two linears named ``ffn`` in its block."""
+    return ((f"{ffn}.net.0.proj", "ffn_in"), (f"{ffn}.net.2", "ffn_out"))
+
+
+def block_linear_sites(prefix: str, block: torch.nn.Module, layer: int, table: Sequence[tuple[str, str]]) -> list[LinearSite]:
+    """The :class:`LinearSite` of each ``(submodule path, op kind)`` of ``table`` in ``block``.
+
+    Paths are dotted as in ``named_modules`` (``"attn1.to_out.0"``); a path the block does not
+    have raises ``ValueError`` naming it (a diffusers version with other module names).
+    """
+    sites = []
+    for path, op in table:
+        try:
+            module = block.get_submodule(path)
+        except AttributeError:
+            raise ValueError(f"{prefix} has no submodule {path!r}: this diffusers version names the block's "
+                             "layers differently; Kaleido's adapter needs updating") from None
+        sites.append(LinearSite(f"{prefix}.{path}", module, layer, op))
+    return sites
 
 
 class ModelAdapter:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 
 from .processors import KaleidoProcessorBase, record_dense_attention, reuse_attend
-from .registry import AttentionSite, LinearSite, ModelAdapter, register_adapter
+from .registry import (AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites, ffn_linears,
+                       register_adapter)
 
 
 def _apply_rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -> torch.Tensor:
@@ -31,6 +32,12 @@ def _apply_rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Ten
     out[..., 0::2] = x1 * cos - x2 * sin
     out[..., 1::2] = x1 * sin + x2 * cos
     return out.type_as(x)
+
+
+#: reused linears of a Wan block; cross-attention: queries and output are video tokens, keys/values are
+#: text (never reused)
+WAN_LINEARS = (*attention_linears("attn1"), ("attn2.to_q", "cross_proj_q"), ("attn2.to_out.0", "cross_proj_out"),
+               *ffn_linears("ffn"))
 
 
 class KaleidoWanAttnProcessor(KaleidoProcessorBase):
@@ -138,16 +145,4 @@ class WanAdapter(ModelAdapter):
         return sites
 
     def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
-        sites = []
-        for i, b in enumerate(model.blocks):
-            p = f"blocks.{i}"
-            sites.append(LinearSite(f"{p}.attn1.to_q", b.attn1.to_q, i, "proj_q"))
-            sites.append(LinearSite(f"{p}.attn1.to_k", b.attn1.to_k, i, "proj_k"))
-            sites.append(LinearSite(f"{p}.attn1.to_v", b.attn1.to_v, i, "proj_v"))
-            sites.append(LinearSite(f"{p}.attn1.to_out.0", b.attn1.to_out[0], i, "proj_out"))
-            # cross-attention: queries and output are video tokens; keys/values are text (never reused)
-            sites.append(LinearSite(f"{p}.attn2.to_q", b.attn2.to_q, i, "cross_proj_q"))
-            sites.append(LinearSite(f"{p}.attn2.to_out.0", b.attn2.to_out[0], i, "cross_proj_out"))
-            sites.append(LinearSite(f"{p}.ffn.net.0.proj", b.ffn.net[0].proj, i, "ffn_in"))
-            sites.append(LinearSite(f"{p}.ffn.net.2", b.ffn.net[2], i, "ffn_out"))
-        return sites
+        return [s for i, b in enumerate(model.blocks) for s in block_linear_sites(f"blocks.{i}", b, i, WAN_LINEARS)]
