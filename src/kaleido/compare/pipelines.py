@@ -13,58 +13,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import torch
 
-#: The random pipeline's transformer: 2 blocks, 2 heads x 24 channels (RoPE 8/8/8).
-RANDOM_WAN_TRANSFORMER = dict(
-    patch_size=(1, 2, 2),
-    num_attention_heads=2,
-    attention_head_dim=24,
-    in_channels=4,
-    out_channels=4,
-    text_dim=32,
-    freq_dim=32,
-    ffn_dim=96,
-    num_layers=2,
-    cross_attn_norm=True,
-    qk_norm="rms_norm_across_heads",
-    rope_max_seq_len=64,
-)
+#: The random pipeline: :func:`kaleido.integrations.testing.tiny_random_wan_pipeline` (2 blocks, 2 heads x 24
+#: channels, RoPE 8/8/8, 80 tokens for 17x64x64) with these transformer settings.
+RANDOM_WAN_TRANSFORMER = dict(freq_dim=32, ffn_dim=96)
 
 #: Generation settings that suit the random pipeline: 17 frames of 64x64 pixels
 #: -> latent 5x8x8 after the VAE (4x temporal, 8x spatial) -> 5x4x4 = 80 tokens after patchify.
 RANDOM_WAN_CALL = dict(height=64, width=64, num_frames=17, num_inference_steps=4, guidance_scale=1.0)
 
-_VOCAB = ["<pad>", "</s>", "<unk>"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
-
-
-def _word_tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {w: i for i, w in enumerate(_VOCAB)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
-
 
 def build_random_wan_pipeline(seed: int = 0):
     """A tiny random ``WanPipeline`` on CPU, float32; identical for the same ``seed``."""
-    from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
-    from transformers import UMT5Config, UMT5EncoderModel
+    from kaleido.integrations.testing import tiny_random_wan_pipeline
 
-    torch.manual_seed(seed)
-    text_encoder = UMT5EncoderModel(
-        UMT5Config(vocab_size=len(_VOCAB), d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
-                   relative_attention_num_buckets=8, relative_attention_max_distance=16)
-    ).eval()
-    vae = AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
-                           temperal_downsample=[False, True, True],
-                           latents_mean=[0.0] * 4, latents_std=[1.0] * 4).eval()
-    transformer = WanTransformer3DModel(**RANDOM_WAN_TRANSFORMER).eval()
-    scheduler = FlowMatchEulerDiscreteScheduler(shift=3.0)
-    pipe = WanPipeline(tokenizer=_word_tokenizer(), text_encoder=text_encoder, vae=vae,
-                       scheduler=scheduler, transformer=transformer)
+    pipe = tiny_random_wan_pipeline(seed, **RANDOM_WAN_TRANSFORMER)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
@@ -78,7 +41,7 @@ def pipeline_fingerprint(name: str) -> str:
     import hashlib
 
     if name == "random-wan":
-        return "random-wan:" + hashlib.sha256(repr(sorted(RANDOM_WAN_TRANSFORMER.items())).encode()).hexdigest()[:12]
+        return "random-wan:" + hashlib.sha256(repr(["testing.tiny_random_wan_pipeline", sorted(RANDOM_WAN_TRANSFORMER.items())]).encode()).hexdigest()[:12]
     if name == "tiny":
         from kaleido.tiny.pipeline import tiny_pipeline_path
 

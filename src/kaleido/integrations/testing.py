@@ -16,7 +16,12 @@ from __future__ import annotations
 import torch
 
 
-def tiny_random_wan_pipeline(seed: int = 0, num_layers: int = 2, head_dim: int = 24, heads: int = 2):
+def tiny_random_wan_pipeline(seed: int = 0, num_layers: int = 2, head_dim: int = 24, heads: int = 2,
+                             **transformer_overrides):
+    """17 frames of 64x64 pixels -> latent 5x8x8 (4x temporal, 8x spatial) -> 5x4x4 = 80 tokens after patchify.
+
+    ``transformer_overrides``: further ``WanTransformer3DModel`` keyword arguments (e.g. ``ffn_dim``).
+    """
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
 
     from kaleido.tiny.build import build_text_encoder, build_tokenizer
@@ -28,10 +33,10 @@ def tiny_random_wan_pipeline(seed: int = 0, num_layers: int = 2, head_dim: int =
         base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1, temperal_downsample=[False, True, True],
         latents_mean=[0.0] * 4, latents_std=[1.0] * 4,
     ).eval()
-    transformer = WanTransformer3DModel(
+    transformer = WanTransformer3DModel(**(dict(
         patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=head_dim, in_channels=4, out_channels=4,
         text_dim=text_encoder.config.d_model, freq_dim=16, ffn_dim=64, num_layers=num_layers, rope_max_seq_len=64,
-    ).eval()
+    ) | transformer_overrides)).eval()
     scheduler = FlowMatchEulerDiscreteScheduler(shift=2.0)
     return WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, transformer=transformer, scheduler=scheduler)
 
