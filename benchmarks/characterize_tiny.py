@@ -44,7 +44,7 @@ def kaleido(*args: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--target-psnr", type=float, default=30.0)
-    ap.add_argument("--budget", type=int, default=12)
+    ap.add_argument("--budget", type=int, default=14)
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--steps", type=int, default=None, help="default: the tiny demo's 25")
     ap.add_argument("--doc-only", action="store_true")
@@ -158,17 +158,20 @@ def write_doc(report_path: Path, a) -> None:
     lines += [
         f"- Chosen point: threshold scale {ch_pt['scale']:g} on the default thresholds, op family `{ch_pt['family']}`, "
         f"dense warm-up steps {ch_pt['dense_steps'] if ch_pt['dense_steps'] is not None else 'as default'}, "
+        f"self-attn q.k^T at the widest band from {ch_pt.get('late_from') or 'no'} fraction of the steps on, "
         f"self-attn q.k^T at the widest band in layers {ch_pt['max_layers'] or 'none'}, "
         f"{'characterised axes' if ch_pt['axes'] and cal['axes_from_characterization'] else 'default axes'}.",
         "",
         "Search trace (calibration prompts):",
         "",
-        "| # | stage | scale | family | warm-up | layers at max | PSNR (dB) | q.k^T saved | transformer saved | meets |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| # | stage | scale | family | warm-up | late steps at max from | layers at max | PSNR (dB) | q.k^T saved | "
+        "transformer saved | meets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, t in enumerate(cal["search_trace"], 1):
         p = t["point"]
         lines.append(f"| {i} | {t['stage']} | {p['scale']:.3g} | {p['family']} | {p['dense_steps']} | "
+                     f"{p.get('late_from') or ''} | "
                      f"{p['max_layers'] or ''} | {_db(t['psnr_mean_db'])} | {_pct(t['saved_fraction'].get('self_qk', 0))} | "
                      f"{_pct(t['saved_fraction']['whole_transformer'])} | {'yes' if t['feasible'] else 'no'} |")
     if cal.get("notes"):

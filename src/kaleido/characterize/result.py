@@ -191,7 +191,10 @@ class Characterization:
     @classmethod
     def from_recorder(cls, rec: OperandRecorder, meta: dict[str, Any]) -> "Characterization":
         tables = {}
-        for name, info in rec.operands.items():
+        first = ("self_q", "self_k", "cross_q")
+        order = [n for n in first if n in rec.operands] + [n for n in rec.operands if n not in first]
+        for name in order:
+            info = rec.operands[name]
             keys = [k for k in rec.stats if k[0] == name]
             layers = sorted({k[1] for k in keys})
             steps = sorted({k[2] for k in keys})
@@ -232,6 +235,17 @@ class Characterization:
         }
 
     def save(self, path: str | Path) -> Path:
+        """Write ``characterization.json``: indented, except each full table on one line (a few 100 kB)."""
         path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=1))
+        d = self.to_dict()
+        tables = {}
+        for name, op in d["operands"].items():
+            if "table" in op:
+                key = f"@@table:{name}@@"
+                tables[key] = json.dumps(op["table"], separators=(",", ":"))
+                op["table"] = key
+        text = json.dumps(d, indent=1)
+        for key, compact in tables.items():
+            text = text.replace(json.dumps(key), compact)
+        path.write_text(text)
         return path

@@ -8,6 +8,9 @@ that axis, reads the traces, and keeps per (switch, layer) the axis with the lar
 8-bit-equivalent MAC saving.  The result is a :class:`KaleidoConfig` whose ``layers``
 overrides carry the chosen axes - part of the saved configuration, as SPEC §2 asks.
 Calibrate on prompts other than those you evaluate on.
+
+Calibration of thresholds, warm-up steps and per-layer bands to a PSNR or savings target
+lives in :mod:`kaleido.integrations.calibrate_target` (:func:`calibrate_to_target`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .apply import apply, remove
+from .calibrate_target import Target, calibrate_to_target  # noqa: F401  (re-exported)
 from .config import OP_SWITCH_OF, KaleidoConfig
 
 #: switches whose groups are channel chunks (self_qk too, on models without RoPE)

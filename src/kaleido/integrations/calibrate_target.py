@@ -11,8 +11,11 @@ candidate costs one Kaleido generation per calibration prompt and seed):
    (``theta = min(s * theta_base, 2**(low_bits-1))``; ``s = 1`` is the base config),
    bisected for the target, for the family ``all`` (every op of the base config) and
    ``qk_only`` (only self-attention q.k^T reuses); the better one is kept.
-4. ``warmup``: one dense warm-up step more and one less, each with the scale re-fitted.
-5. ``layers`` (PSNR targets): greedily, per layer (most alike layers first), self-attention
+4. ``warmup``: one dense warm-up step more (tried at the next, more aggressive scale for a PSNR
+   target) and one less.
+5. ``schedule``: from 75% (then 50%) of the steps on, self-attention q.k^T at its widest FULL
+   band - late, low-noise steps are the most alike (the characterisation's layer x step maps).
+6. ``layers`` (PSNR targets): greedily, per layer (most alike layers first), self-attention
    q.k^T at its widest FULL band (``theta1 = theta2 = 2**(low_bits-1)``); kept when the
    target still holds and the saving grows.
 
@@ -124,10 +127,11 @@ class SearchPoint:
     dense_steps: int | None = None  # None: the base config's
     max_layers: tuple[int, ...] = ()
     axes: bool = True
+    late_from: float | None = None  # from this fraction of the steps on, self-attn q.k^T at its widest band
 
     def to_dict(self) -> dict:
         return {"scale": round(self.scale, 6), "family": self.family, "dense_steps": self.dense_steps,
-                "max_layers": list(self.max_layers), "axes": self.axes}
+                "max_layers": list(self.max_layers), "axes": self.axes, "late_from": self.late_from}
 
 
 @dataclass
@@ -189,6 +193,10 @@ def build_config(base: KaleidoConfig, axes_layers: dict, point: SearchPoint) -> 
         reuse = {**op.reuse, "theta1": t1, "theta2": t2}
         if "schedule" in reuse or rc.schedule:
             reuse["schedule"] = [[f, *scaled_thresholds(a, b, rc.low_bits, point.scale)] for f, a, b in rc.schedule]
+        if sw == "self_qk" and point.late_from is not None:
+            cap = _cap(rc.low_bits)
+            kept = [e for e in reuse.get("schedule", []) if e[0] < point.late_from]
+            reuse["schedule"] = [*kept, [point.late_from, cap, cap]]
         if point.dense_steps is not None:
             reuse["dense_steps"] = point.dense_steps
         ops[sw] = dataclasses.replace(op, reuse=reuse)
@@ -302,7 +310,8 @@ class _Search:
         self._cache[key] = c
         self.candidates.append(c)
         self.log(f"[{len(self._cache):2d}] {stage:14s} s={point.scale:.3f} {point.family:7s} "
-                 f"warmup={point.dense_steps} layers@max={list(point.max_layers)}: PSNR {m.psnr_mean_db:.2f} dB, "
+                 f"warmup={point.dense_steps} late@max={point.late_from} layers@max={list(point.max_layers)}: "
+                 f"PSNR {m.psnr_mean_db:.2f} dB, "
                  f"q.k^T saved {m.saved('self_qk'):.1%}, transformer saved {m.saved('whole_transformer'):.1%}"
                  f"{'' if c.feasible else '  (misses target)'}")
         return c
@@ -353,6 +362,7 @@ def calibrate_to_target(
     num_layers: int | None = None,
     budget: int = 16,
     bisect_steps: int = 3,
+    late_fractions: Sequence[float] = (0.75, 0.5),
     log: Callable[[str], None] = lambda s: None,
 ) -> TargetCalibration:
     """Search reuse axes, thresholds, warm-up and per-layer settings for ``target``.
@@ -413,6 +423,22 @@ def calibrate_to_target(
         s = s_next if (d > d0) == psnr else p.scale
         c = S.run("warmup", SearchPoint(s, p.family, d, p.max_layers, use_axes))
         cur = S.better(cur, c)
+
+    # -- step schedule: late, low-noise steps (the most alike) at the widest q.k^T band ---------------
+    if "self_qk" in family_switches(base, cur.point.family):
+        for frac in late_fractions:
+            if S.left <= 0:
+                break
+            p = cur.point
+            s = p.scale if psnr else (s_next if s_next < p.scale else p.scale)
+            try:
+                c = S.run("schedule", dataclasses.replace(p, scale=s, late_from=frac))
+            except ValueError as e:
+                if "schedule" not in str(e):
+                    raise
+                S.notes.append(f"schedule stage skipped: {e}")
+                break
+            cur = S.better(cur, c)
 
     # -- per layer: self-attention q.k^T at its widest band ----------------------------------
     if psnr and cur.feasible and "self_qk" in family_switches(base, cur.point.family) and num_layers:
