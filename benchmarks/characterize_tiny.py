@@ -88,11 +88,10 @@ def write_doc(report_path: Path, a) -> None:
     from kaleido.compare.pipelines import pipeline_fingerprint
 
     ch = json.loads((OUT / "characterization.json").read_text())
-    cal = json.loads(report_path.read_text())
+    cal = json.loads(report_path.read_text()) if report_path.exists() else None
     timing = json.loads((OUT / "timing.json").read_text()) if (OUT / "timing.json").exists() else {}
     summary = (OUT / "summary.md").read_text()
-    held = cal["heldout"]
-    target = cal["target"]["value"]
+
     cfg_rel = CONFIG.relative_to(ROOT)
     m = ch["meta"]
     lines = [
@@ -125,6 +124,14 @@ def write_doc(report_path: Path, a) -> None:
         "![self_k, layer x step](characterization/layer_step_self_k.png)",
         "![linear inputs, layer x step](characterization/layer_step_linear.png)",
         "",
+    ]
+    if cal is None:
+        lines += [f"Calibration: `{report_path.relative_to(ROOT)}` is missing; run the script without --doc-only.", ""]
+        DOC.write_text("\n".join(lines))
+        return
+    held = cal["heldout"]
+    target = cal["target"]["value"]
+    lines += [
         f"## Calibration to {target:g} dB",
         "",
         f"`kaleido calibrate --model tiny --target-psnr {target:g} --prompts docs/characterization/calibration_prompts.txt "
