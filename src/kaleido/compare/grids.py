@@ -32,7 +32,10 @@ def method_grid(pipeline: str) -> dict[str, list[dict]]:
         # units, L-inf over whole RoPE groups): the large thresholds reach the 50% / 70% comparison levels
         "kaleido": [dict(theta1=t1, theta2=t2, low_bits=lb)
                     for t1, t2, lb in ((2, 8, 4), (16, 32, 6), (32, 32, 6), (48, 64, 7), (64, 64, 7))]
-        + [dict(theta1=t, theta2=t, low_bits=7, metric="mean_abs") for t in (24, 48)],
+        + [dict(theta1=t, theta2=t, low_bits=7, metric="mean_abs") for t in (24, 48)]
+        # self-attention q.k^T only, like the attention baselines (sparse attention, token merging) it is
+        # matched against: errors from reused linears do not enter the comparison
+        + [dict(theta1=t1, theta2=64, low_bits=7, cross_qk=False, proj=False, ffn=False) for t1 in (32, 40, 48, 56, 64)],
         # density 0.5 / 0.3 keep exactly 50% / 30% of the key blocks: q.k^T savings 50% / 70%
         "sparse_videogen": [dict(density=d, block_size=block) for d in (0.5, 0.3)],
         "block_topk": [dict(density=d, block_size=block) for d in (0.5, 0.3)],
