@@ -80,3 +80,28 @@ def test_compare_prints_the_accelerator_table(rows_dir):
         assert d["speedup_vs_dense"] <= d["upper_bound_speedup_vs_dense"] + 1e-9
     r = CliRunner().invoke(compare, ["--results", str(rows_dir), "--plot-only", "--workloads", "nope"])
     assert r.exit_code != 0 and "unknown workload" in r.output
+
+
+def test_compacted_rows_give_the_same_report(tmp_path):
+    import json
+
+    from kaleido.compare.analysis import aggregate, compact_rows, load_rows
+
+    grid = {"kaleido": [{"theta1": 8, "theta2": 8}], "adaptiv": [{"tau": 0.6}]}
+    for p in build_points("random-wan", list(grid), 1, (0, 1), {"num_inference_steps": 2, "max_sequence_length": 16}, grid):
+        run_point(p.to_dict(), str(tmp_path))
+    before = {(a.method, a.label): (a.psnr, a.self_qk_saved, a.thumbs) for a in aggregate(load_rows(tmp_path))}
+    n, size_before, size_after = compact_rows(tmp_path)
+    assert n == 2 and size_after < size_before  # the seed-1 row of each setting
+    rows = load_rows(tmp_path)
+    after = {(a.method, a.label): (a.psnr, a.self_qk_saved, a.thumbs) for a in aggregate(rows)}
+    assert after == before  # quality, savings and the shown frames are unchanged
+    for r in rows:
+        if r.get("seed") == 1 and r.get("method") == "kaleido":
+            assert "hw_profile" not in r["report"]["extra"] and "thumbs" not in r and r["compacted"]
+        if r.get("seed") == 0 and r.get("method") == "adaptiv":
+            assert "accel_profile" in r["report"]["extra"]
+    page = build_report(tmp_path, tmp_path / "r.html", workloads=("wan-1.3b-480p",), accel_steps=2).read_text()
+    assert "TRACE-REPLAYED" in page and "simulation failed" not in page
+    assert compact_rows(tmp_path)[0] == 0  # idempotent
+    assert json.loads(next(tmp_path.glob("*.json")).read_text())  # still valid rows

@@ -22,9 +22,11 @@ import click
 @click.option("--workers", "n_workers", type=int, default=1, show_default=True, help="Local cluster worker processes.")
 @click.option("--plot-only", is_flag=True, help="Compute nothing; analyse the rows already in --results.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+@click.option("--compact", is_flag=True, help="Before analysing, drop thumbnails and reuse profiles from every row "
+              "but each setting's first prompt/seed row (what the report reads), so the folder can be committed.")
 @click.option("--workloads", default="wan-1.3b-480p,hunyuan-720p", show_default=True,
               help="Comma-separated simulator workloads for the accelerator table ('none' to skip it).")
-def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json, workloads):
+def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json, compact, workloads):
     """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
     from kaleido.compare.analysis import aggregate, errors, fmt_pct, load_rows, matched_savings, pareto_figure
     from kaleido.compare.grids import build_points
@@ -45,6 +47,14 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
             raise click.UsageError(str(e))
         click.echo(f"sweep: {summary.total} points, {summary.already_done} already done, {summary.computed} computed",
                    err=True)
+    if compact:
+        from kaleido.compare.analysis import compact_rows
+
+        try:
+            n, before, after = compact_rows(results)
+        except ValueError as e:
+            raise click.UsageError(str(e))
+        click.echo(f"compacted {n} rows: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB", err=True)
     try:
         rows = load_rows(results)
     except ValueError as e:

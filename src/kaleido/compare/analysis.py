@@ -38,6 +38,48 @@ def load_rows(results_dir: str | Path) -> list[dict]:
     return rows
 
 
+#: per-row payloads that only a method setting's first (prompt, seed) row needs: the report's frames and the
+#: accelerator table read that row (``Aggregate.thumbs``, :func:`kaleido.report.accel.representative_row`)
+BULKY_FIELDS = (("thumbs",), ("report", "extra", "hw_profile"), ("report", "extra", "accel_profile"))
+
+
+def compact_rows(results_dir: str | Path) -> tuple[int, int, int]:
+    """Drop :data:`BULKY_FIELDS` from every row but each method setting's first ``(prompt, seed)`` row
+    (and the dense rows of the first prompt), so that a results folder can be committed.
+
+    Quality, savings and op counts stay in every row; a compacted row lists what it lost under
+    ``"compacted"``. Returns ``(rows compacted, bytes before, bytes after)``.
+    """
+    files = sorted(Path(results_dir).glob("*.json"))
+    rows = dict(zip(files, load_rows(results_dir)))
+    points = {f: r.get("point", {}) for f, r in rows.items()}
+    groups: dict[tuple, list] = {}
+    for f, pt in points.items():
+        if "prompt" in pt and pt.get("method") != DENSE:
+            groups.setdefault((pt["method"], json.dumps(pt.get("settings"), sort_keys=True)), []).append(f)
+    first_prompt = min((pt["prompt"] for pt in points.values() if "prompt" in pt), default=None)
+    keep = {min(fs, key=lambda f: (points[f]["prompt"], points[f]["seed"])) for fs in groups.values()}
+    keep |= {f for f, pt in points.items() if pt.get("method") == DENSE and pt.get("prompt") == first_prompt}
+    n, before, after = 0, 0, 0
+    for f, r in rows.items():
+        size = f.stat().st_size
+        before += size
+        dropped = []
+        if f not in keep:
+            for path in BULKY_FIELDS:
+                parent = r
+                for k in path[:-1]:
+                    parent = parent.get(k, {}) if isinstance(parent, dict) else {}
+                if isinstance(parent, dict) and parent.pop(path[-1], None) is not None:
+                    dropped.append(".".join(path))
+        if dropped:
+            r["compacted"] = sorted(set(r.get("compacted", [])) | set(dropped))
+            f.write_text(json.dumps(r))
+            n += 1
+        after += f.stat().st_size
+    return n, before, after
+
+
 def _psnr(v) -> float:
     v = float("inf") if v == "inf" else float(v)
     return min(v, PSNR_CAP_DB)
