@@ -11,6 +11,9 @@ printed first, so that the curve can be read against them:
 * a 4x spatial average-pool + bilinear upsample of each frame (no learning, 3 numbers
   per 4x4 pixel block): what a VAE with 16 channels per 4x4x4 block should beat.
 
+``--code-weight`` tries the fix the model card proposes: pull the encoder's first 12 latent
+channels onto that pooled code (:func:`pooled_code`) early in training.
+
 Run: ``OMP_WAIT_POLICY=PASSIVE python benchmarks/vae_learning_curve.py --steps 300``.
 """
 
@@ -37,6 +40,19 @@ def pooled_reference_psnr(clips: np.ndarray) -> float:
     return float(np.mean(out))
 
 
+def pooled_code(x: torch.Tensor) -> torch.Tensor:
+    """The 12-channel linear code of a clip ``(B, 3, 1 + 4k, H, W)``: ``(B, 12, 1 + k, H/4, W/4)``.
+
+    Latent frame 0 holds frame 0 (4x4-average-pooled RGB) in all four 3-channel slots; latent frame
+    i >= 1 holds frames 4i-3 .. 4i, one per slot - the layout of Wan's causal chunks.
+    """
+    B, C, T, H, W = x.shape
+    pooled = F.avg_pool2d(x.transpose(1, 2).reshape(B * T, C, H, W), 4).reshape(B, T, C, H // 4, W // 4)
+    first = pooled[:, :1].expand(B, 4, C, H // 4, W // 4).reshape(B, 1, 4 * C, H // 4, W // 4)
+    rest = pooled[:, 1:].reshape(B, (T - 1) // 4, 4 * C, H // 4, W // 4)
+    return torch.cat([first, rest], 1).transpose(1, 2)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=300)
@@ -51,6 +67,10 @@ def main() -> None:
     p.add_argument("--crop", type=int, default=32)
     p.add_argument("--from-shipped", action="store_true", help="start from the shipped VAE")
     p.add_argument("--decoder-only", action="store_true", help="with --from-shipped: train the decoder only")
+    p.add_argument("--code-weight", type=float, default=0.0,
+                   help="weight of a loss pulling the encoder's first 12 latent channels onto the pooled code "
+                        "(pooled_code), decayed linearly to 0 over --code-steps")
+    p.add_argument("--code-steps", type=int, default=200)
     p.add_argument("--n-eval", type=int, default=8, help="held-out clips of each kind (17 frames, 64x64)")
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
@@ -109,6 +129,9 @@ def main() -> None:
             z = post.mean + post.std * torch.randn_like(post.mean)
         rec = decode_unclamped(vae, z)
         loss = (rec - x).abs().mean() + ((rec - x) ** 2).mean()
+        w = a.code_weight * max(0.0, 1.0 - step / max(1, a.code_steps))
+        if w > 0 and not a.decoder_only:
+            loss = loss + w * ((post.mean[:, :12] - pooled_code(x)) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
