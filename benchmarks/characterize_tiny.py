@@ -84,6 +84,27 @@ def _db(x) -> str:
     return "inf" if x == "inf" else f"{x:.2f}"
 
 
+def _weak_form(ch: dict) -> list[str]:
+    """The claim's weaker form (each RoPE group least alike along its own axis), from the summary medians."""
+    out = []
+    for name in ("self_q", "self_k"):
+        op = ch["operands"].get(name)
+        if op is None or op["kind"] != "rope" or any(c.get("orthogonal_holds") is not None
+                                                      for c in ch["claim"].values()):
+            continue  # newer characterization.json files state it themselves
+        parts, ok = [], True
+        for g, by_axis in op["summary"].items():
+            med = {a: by_axis[a]["delta_median"] for a in ("t", "h", "w")}
+            others = [v for a, v in med.items() if a != g and v is not None]
+            worst = med.get(g) is not None and others and med[g] > max(others)
+            ok &= bool(worst)
+            parts.append(f"{g}-group median Delta along its own axis {med.get(g)} vs "
+                         + "/".join(f"{v}" for a, v in med.items() if a != g) + " along the others")
+        out.append(f"- {name}, weaker form (each group least alike along its own RoPE axis, alike along the other "
+                   f"two): {'HOLDS' if ok else 'DOES NOT HOLD'} - " + "; ".join(parts))
+    return out
+
+
 def write_doc(report_path: Path, a) -> None:
     from kaleido.compare.pipelines import pipeline_fingerprint
 
@@ -116,6 +137,7 @@ def write_doc(report_path: Path, a) -> None:
         "## The paper's claim on this model",
         "",
         *[f"- {s}" for s in ch["statements"]],
+        *_weak_form(ch),
         "",
         summary.replace("## ", "### "),
         "Figures: ![median Delta, group x axis](characterization/group_axis_delta.png)",

@@ -14,14 +14,15 @@ ROPE = ChannelGroups.from_rope(4, 6, 6)
 
 
 def _q(paper: bool, seed: int = 0) -> torch.Tensor:
-    """q ``(1, S, 2, 16)``: with ``paper`` the t-channels are constant along w and the h/w-channels along t;
-    otherwise every channel is constant along h."""
+    """q ``(1, S, 2, 16)``: with ``paper`` each RoPE group's channels vary along their own axis only
+    (t-channels along t, h-channels along h, w-channels along w); otherwise every channel is constant along h."""
     g = torch.Generator().manual_seed(seed)
     T, H, W = GRID.shape
     if paper:
-        t_part = torch.randn(T, H, 1, 2, 4, generator=g).expand(T, H, W, 2, 4)
-        hw_part = torch.randn(1, H, W, 2, 12, generator=g).expand(T, H, W, 2, 12)
-        x = torch.cat([t_part, hw_part], dim=-1)
+        t_part = torch.randn(T, 1, 1, 2, 4, generator=g).expand(T, H, W, 2, 4)
+        h_part = torch.randn(1, H, 1, 2, 6, generator=g).expand(T, H, W, 2, 6)
+        w_part = torch.randn(1, 1, W, 2, 6, generator=g).expand(T, H, W, 2, 6)
+        x = torch.cat([t_part, h_part, w_part], dim=-1)
     else:
         x = torch.randn(T, 1, W, 2, 16, generator=g).expand(T, H, W, 2, 16)
     return x.reshape(1, GRID.n_grid, 2, 16).contiguous()
@@ -45,10 +46,12 @@ def test_paper_like_operands_make_the_claim_hold():
     ch = _record(paper=True)
     q = ch.operands["self_q"]
     assert q.kind == "rope" and q.layers == [0, 1] and q.steps == [0, 1] and q.heads == 2
-    assert q.best_axes() == {"t": "w", "h": "t", "w": "t"}
-    assert q.best_axes(per_layer=True) == {"0": {"t": "w", "h": "t", "w": "t"}, "1": {"t": "w", "h": "t", "w": "t"}}
+    # ties (Delta 0 along both other axes) go to the order t, h, w
+    assert q.best_axes() == {"t": "h", "h": "t", "w": "t"}
+    assert q.best_axes(per_layer=True) == {"0": {"t": "h", "h": "t", "w": "t"}, "1": {"t": "h", "h": "t", "w": "t"}}
     c = check_claim(q)
     assert c.holds is True and "HOLDS" in c.statement and c.groups["h"]["delta_median"]["t"] == 0
+    assert c.orthogonal_holds is True
     assert all(cl.holds for cl in ch.claims())
 
 
@@ -59,6 +62,7 @@ def test_other_operands_make_it_fail_and_the_json_has_every_table():
     c = check_claim(q)
     assert c.holds is False and "DOES NOT HOLD" in c.statement
     assert c.groups["t"]["agrees"] is True and c.groups["h"]["agrees"] is False  # t along space is still as claimed
+    assert c.orthogonal_holds is False and c.groups["h"]["own_axis_least_alike"] is False
     d = ch.to_dict()
     assert set(d["operands"]) == {"self_q", "self_k", "proj_q"}
     assert d["operands"]["proj_q"]["read_by"] == ["proj_q", "proj_k"]  # the shared input is counted once
