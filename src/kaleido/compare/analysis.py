@@ -74,8 +74,10 @@ def compact_rows(results_dir: str | Path) -> tuple[int, int, int]:
                     dropped.append(".".join(path))
         if dropped:
             r["compacted"] = sorted(set(r.get("compacted", [])) | set(dropped))
-            f.write_text(json.dumps(r))
             n += 1
+        text = json.dumps(r, separators=(",", ":"))  # no indentation either: a third of a pretty-printed row
+        if dropped or len(text) < size:
+            f.write_text(text)
         after += f.stat().st_size
     return n, before, after
 

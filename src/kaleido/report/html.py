@@ -105,8 +105,10 @@ def _frames_section(rows, aggs) -> str:
     if d is not None:
         out.append(f'<tr><td class="l">dense (reference)</td><td>{_thumb(d.get("thumbs"), "dense")}</td><td>-</td><td>-</td></tr>')
     for a in reps:
-        r = next((r for r in rows if r.get("method") == a.method and r.get("point", {}).get("settings") == a.settings
-                  and r.get("prompt") == prompt and not r.get("error")), None)
+        # lowest seed first: compacted rows (kaleido compare --compact) keep thumbnails only there
+        r = next((r for r in sorted(rows, key=lambda r: r.get("seed", 0)) if r.get("method") == a.method
+                  and r.get("point", {}).get("settings") == a.settings and r.get("prompt") == prompt
+                  and not r.get("error") and r.get("thumbs")), None)
         if r is None:
             continue
         out.append(f'<tr class="{"kaleido" if a.method == "kaleido" else ""}"><td class="l">{html.escape(a.label)}</td>'
