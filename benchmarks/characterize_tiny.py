@@ -10,7 +10,7 @@ writes
   (``kaleido characterize`` on the calibration prompts), the prompt files, and
   ``calibration_30db.json`` (``kaleido calibrate --target-psnr 30``: search trace and
   held-out results);
-* ``configs/calibrated-tiny.yaml``: the calibrated config;
+* ``src/kaleido/assets/configs/calibrated-tiny.yaml``: the calibrated config (packaged: ``--config calibrated-tiny``);
 * ``docs/characterization.md``: the write-up, generated from those JSON files.
 
 Calibration prompts: ``CALIBRATION_PROMPTS`` (3); held-out: every other one of
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "characterization"
 DOC = ROOT / "docs" / "characterization.md"
-CONFIG = ROOT / "configs" / "calibrated-tiny.yaml"
+CONFIG = ROOT / "src" / "kaleido" / "assets" / "configs" / "calibrated-tiny.yaml"
 
 
 def kaleido(*args: str) -> None:

@@ -108,3 +108,14 @@ def test_round_trip_keeps_thresholds_when_an_op_drops_a_default_override():
     flat = dataclasses.replace(cfg, ops=ops)
     back = KaleidoConfig.from_yaml(flat.to_yaml())
     assert back.reuse_config("self_qk", 0) == flat.reuse_config("self_qk", 0) == flat.reuse
+
+
+def test_packaged_calibrated_config_loads_by_name():
+    from kaleido.integrations.config import packaged_configs
+
+    assert "calibrated-tiny" in packaged_configs()
+    by_name = KaleidoConfig.load("calibrated-tiny")
+    assert by_name.to_dict() == KaleidoConfig.load(packaged_configs()["calibrated-tiny"]).to_dict()
+    assert by_name.to_dict() != KaleidoConfig().to_dict()  # it is not the hand-written default
+    with pytest.raises(ValueError, match="packaged configs by name: .*calibrated-tiny"):
+        KaleidoConfig.load("no-such-config")

@@ -60,7 +60,8 @@ def _print_table(reuse: dict) -> None:
 @click.option("--seed", "seeds", type=int, multiple=True, help="Seed (repeatable). Default: 0.")
 @click.option("--steps", type=click.IntRange(1, 1000), default=None, help="Denoising steps (default: the model's demo setting).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="KaleidoConfig YAML/JSON (default: the built-in default config).")
+              help="KaleidoConfig YAML/JSON, or a packaged config by name (calibrated-tiny) "
+                   "(default: the built-in default config).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)

@@ -371,9 +371,22 @@ class KaleidoConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> "KaleidoConfig":
-        """Read a config written by :meth:`save` (JSON by suffix, YAML otherwise)."""
+        """Read a config written by :meth:`save` (JSON by suffix, YAML otherwise), or a packaged one by
+        name (:func:`packaged_configs`, e.g. ``"calibrated-tiny"``)."""
         path = Path(path)
+        if not path.is_file() and not path.suffix and path.name in packaged_configs():
+            path = packaged_configs()[path.name]
         if not path.is_file():
-            raise ValueError(f"config file {str(path)!r} does not exist")
+            raise ValueError(f"config file {str(path)!r} does not exist (packaged configs by name: "
+                             f"{', '.join(sorted(packaged_configs())) or 'none'})")
         text = path.read_text()
         return cls.from_json(text) if path.suffix == ".json" else cls.from_yaml(text)
+
+
+def packaged_configs() -> dict[str, Path]:
+    """Configs shipped with Kaleido (``kaleido/assets/configs/*.yaml``) by name; e.g. ``calibrated-tiny``,
+    the miniature pipeline's config calibrated to 30 dB (``docs/characterization.md``)."""
+    import importlib.resources
+
+    folder = Path(str(importlib.resources.files("kaleido") / "assets" / "configs"))
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
