@@ -5,6 +5,23 @@ from __future__ import annotations
 import click
 
 
+def generation_options(command):
+    """The generation-setting options every model-running subcommand takes: ``--steps``, ``--frames``,
+    ``--height``, ``--width`` (default: the model's demo settings, :func:`kaleido.integrations.evaluation.settings_for`),
+    ``--device`` and ``--dtype``."""
+    for opt in reversed((
+        click.option("--steps", type=click.IntRange(1, 1000), default=None,
+                      help="Denoising steps (default: the model's demo setting)."),
+        click.option("--frames", type=click.IntRange(1), default=None, help="Frames (default: the model's)."),
+        click.option("--height", type=click.IntRange(8), default=None, help="Height in pixels (default: the model's)."),
+        click.option("--width", type=click.IntRange(8), default=None, help="Width in pixels (default: the model's)."),
+        click.option("--device", default="cpu", show_default=True),
+        click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True),
+    )):
+        command = opt(command)
+    return command
+
+
 def load_pipeline_arg(model: str, device: str, dtype: str):
     """:func:`kaleido.integrations.evaluation.load_any_pipeline`, with a bad ``--model`` as a usage error."""
     from kaleido.integrations.evaluation import load_any_pipeline

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._pipeline import generation_options
+
 from kaleido.cli.characterize import parse_seeds
 
 
@@ -55,12 +57,7 @@ def _builtin_count(value: str | None) -> int | None:
 @click.option("--bisect-steps", type=click.IntRange(1, 10), default=3, show_default=True)
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="JSON report of the target search (default: calibration_target.json beside --out).")
-@click.option("--steps", type=click.IntRange(1, 1000), default=None)
-@click.option("--frames", type=click.IntRange(1), default=None)
-@click.option("--height", type=click.IntRange(8), default=None)
-@click.option("--width", type=click.IntRange(8), default=None)
-@click.option("--device", default="cpu", show_default=True)
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@generation_options
 @click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
 def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psnr, target_savings, savings_of,
               heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype, threads):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._pipeline import generation_options
+
 
 def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
     try:
@@ -32,12 +34,7 @@ def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="KaleidoConfig whose group kinds, chunk sizes, metric and quantisation are measured.")
-@click.option("--steps", type=click.IntRange(1, 1000), default=None)
-@click.option("--frames", type=click.IntRange(1), default=None)
-@click.option("--height", type=click.IntRange(8), default=None)
-@click.option("--width", type=click.IntRange(8), default=None)
-@click.option("--device", default="cpu", show_default=True)
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@generation_options
 @click.option("--threads", type=click.IntRange(1), default=1, show_default=True, help="torch CPU threads.")
 def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames, height, width, device, dtype,
                  threads):

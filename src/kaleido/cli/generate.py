@@ -22,6 +22,8 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._pipeline import generation_options
+
 
 def _write_run(run, out: Path, fps: int, scale: int) -> dict:
     from kaleido.video_io import side_by_side, write_video_set
@@ -58,16 +60,11 @@ def _print_table(reuse: dict) -> None:
 @click.option("--model", default="tiny", show_default=True, help="'tiny' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--prompt", "prompts", multiple=True, help="Prompt (repeatable). Default: the first evaluation prompt.")
 @click.option("--seed", "seeds", type=int, multiple=True, help="Seed (repeatable). Default: 0.")
-@click.option("--steps", type=click.IntRange(1, 1000), default=None, help="Denoising steps (default: the model's demo setting).")
+@generation_options
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="KaleidoConfig YAML/JSON, or a packaged config by name (calibrated-tiny) "
                    "(default: the built-in default config).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder.")
-@click.option("--device", default="cpu", show_default=True)
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
-@click.option("--frames", type=click.IntRange(1), default=None)
-@click.option("--height", type=click.IntRange(8), default=None)
-@click.option("--width", type=click.IntRange(8), default=None)
 @click.option("--guidance", type=float, default=None, help="Classifier-free guidance scale.")
 @click.option("--fps", type=click.IntRange(1, 120), default=8, show_default=True)
 @click.option("--scale", type=click.IntRange(1, 16), default=None, help="Nearest upscaling of written videos (tiny: 4).")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._pipeline import generation_options
+
 
 def _parse_points(text: str) -> list[tuple]:
     """``THETA1:THETA2[:LOW_BITS[:METRIC]]`` items separated by commas."""
@@ -135,13 +137,8 @@ def write_outputs(rows: list[dict], out: Path, title: str) -> dict[str, str]:
 @click.option("--prompts", "n_prompts", type=click.IntRange(1, 8), default=8, show_default=True,
               help="How many of the 8 evaluation prompts.")
 @click.option("--seeds", "n_seeds", type=click.IntRange(1), default=2, show_default=True)
-@click.option("--steps", type=click.IntRange(1, 1000), default=None)
-@click.option("--frames", type=click.IntRange(1), default=None)
-@click.option("--height", type=click.IntRange(8), default=None)
-@click.option("--width", type=click.IntRange(8), default=None)
+@generation_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True)
-@click.option("--device", default="cpu", show_default=True)
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height, width, out_dir, device, dtype):
     """PSNR/SSIM against MAC savings over threshold points -> sweep.csv, sweep.json, sweep.png."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
