@@ -22,6 +22,16 @@ def generation_options(command):
     return command
 
 
+def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
+    try:
+        seeds = [int(s) for s in text.replace(" ", "").split(",") if s]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give comma-separated integer seeds, e.g. '0,1'", param_hint=param_hint) from None
+    if not seeds:
+        raise click.BadParameter("give at least one seed, e.g. '0'", param_hint=param_hint)
+    return seeds
+
+
 def load_pipeline_arg(model: str, device: str, dtype: str):
     """:func:`kaleido.integrations.evaluation.load_any_pipeline`, with a bad ``--model`` as a usage error."""
     from kaleido.integrations.evaluation import load_any_pipeline

@@ -24,9 +24,7 @@ from pathlib import Path
 
 import click
 
-from kaleido.cli._pipeline import generation_options
-
-from kaleido.cli.characterize import parse_seeds
+from kaleido.cli._pipeline import generation_options, parse_seeds
 
 
 def _builtin_count(value: str | None) -> int | None:

@@ -13,17 +13,7 @@ from pathlib import Path
 
 import click
 
-from kaleido.cli._pipeline import generation_options
-
-
-def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
-    try:
-        seeds = [int(s) for s in text.replace(" ", "").split(",") if s]
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: give comma-separated integer seeds, e.g. '0,1'", param_hint=param_hint) from None
-    if not seeds:
-        raise click.BadParameter("give at least one seed, e.g. '0'", param_hint=param_hint)
-    return seeds
+from kaleido.cli._pipeline import generation_options, parse_seeds
 
 
 @click.command()

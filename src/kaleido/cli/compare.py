@@ -32,10 +32,9 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     from kaleido.compare.grids import build_points
     from kaleido.compare.sweep import run_sweep
 
-    try:
-        seed_list = tuple(int(s) for s in seeds.split(",") if s.strip())
-    except ValueError:
-        raise click.BadParameter(f"{seeds!r}: give comma-separated integers, e.g. 0,1", param_hint="--seeds")
+    from kaleido.cli._pipeline import parse_seeds
+
+    seed_list = tuple(parse_seeds(seeds))
     method_list = [m.strip() for m in methods.split(",")] if methods else None
     call = {"num_inference_steps": steps} if steps else {}
     results = Path(results_dir)
