@@ -224,31 +224,31 @@ def axes_from_characterization(ch, base: KaleidoConfig) -> dict[str, dict[str, d
 
     out: dict[str, dict[str, dict[str, Any]]] = {}
     q = ch.operands.get("self_q")
+    grouped = [("cross_qk", ch.operands.get("cross_q"))]
     if q is not None and (q.kind == "rope" or base.ops["self_qk"].groups == "chunk"):
-        for layer, by_group in q.best_axes(per_layer=True).items():
-            axes = [by_group[g] for g in q.group_names]
+        grouped.insert(0, ("self_qk", q))
+    for sw, table in grouped:  # one axis per group: the best of the query operand per layer
+        if table is None:
+            continue
+        for layer, by_group in table.best_axes(per_layer=True).items():
+            axes = [by_group[g] for g in table.group_names]
             if all(axes):
-                out.setdefault(layer, {})["self_qk"] = {"axes": axes}
-    cq = ch.operands.get("cross_q")
-    if cq is not None:
-        for layer, by_group in cq.best_axes(per_layer=True).items():
-            axes = [by_group[g] for g in cq.group_names]
-            if all(axes):
-                out.setdefault(layer, {})["cross_qk"] = {"axes": axes}
+                out.setdefault(layer, {})[sw] = {"axes": axes}
     from .config import OP_SWITCH_OF
+
+    def numbers(t: torch.Tensor) -> list[float | None]:
+        return [None if math.isnan(float(x)) else float(x) for x in t]
 
     for sw in ("proj", "ffn"):
         pooled: dict[int, torch.Tensor] = {}
         for name, t in ch.operands.items():
             if t.kind != "chunk" or OP_SWITCH_OF.get(name) != sw:
                 continue
+            hist = t.layer_axis_hist()
             for i, layer in enumerate(t.layers):
-                h = t.layer_axis_hist()[i]
-                pooled[layer] = pooled[layer] + h if layer in pooled else h.clone()
+                pooled[layer] = pooled[layer] + hist[i] if layer in pooled else hist[i].clone()
         for layer, h in pooled.items():
-            med, p90 = hist_quantile(h, 0.5), hist_quantile(h, 0.9)
-            nums = [None if math.isnan(float(x)) else float(x) for x in med]
-            best = best_axis(nums, [None if math.isnan(float(x)) else float(x) for x in p90], [None] * len(AXES))
+            best = best_axis(numbers(hist_quantile(h, 0.5)), numbers(hist_quantile(h, 0.9)), [None] * len(AXES))
             if best:
                 out.setdefault(str(layer), {})[sw] = {"axes": [best]}
     return out
@@ -445,7 +445,8 @@ def calibrate_to_target(
         order = list(range(num_layers))
         q = characterization.operands.get("self_q") if characterization is not None else None
         if q is not None:
-            med = {layer: float(hist_quantile_layer(q, i)) for i, layer in enumerate(q.layers)}
+            hist = q.layer_axis_hist()
+            med = {layer: layer_median_delta(hist[i]) for i, layer in enumerate(q.layers)}
             order.sort(key=lambda layer: med.get(layer, math.inf))
         for layer in order:
             if S.left <= 0:
@@ -464,11 +465,12 @@ def calibrate_to_target(
                              S.notes)
 
 
-def hist_quantile_layer(table, i: int) -> float:
-    """Median Delta of layer index ``i`` of ``table`` along its most alike axis (steps, heads, groups pooled)."""
+def layer_median_delta(axis_hist: torch.Tensor) -> float:
+    """Median Delta of one layer along its most alike axis, from its ``(3, bins)`` row of
+    ``OperandTable.layer_axis_hist()`` (steps, heads and groups pooled)."""
     from kaleido.characterize import hist_quantile
 
-    med = hist_quantile(table.layer_axis_hist()[i], 0.5)
+    med = hist_quantile(axis_hist, 0.5)
     med = med[~torch.isnan(med)]
     return float(med.min()) if med.numel() else math.inf
 
@@ -483,4 +485,4 @@ def measure_runs(results) -> Measure:
 def save_json(path, data: dict) -> None:
     from pathlib import Path
 
-    Path(path).write_text(json.dumps(data, indent=1, default=_inf_to_json))
+    Path(path).write_text(json.dumps(data, indent=1))
