@@ -34,6 +34,7 @@ from .config import ArrayConfig
 from .energy import EnergyTable
 from .figures import ArrayFigures
 from .memory import dram_bytes
+from .profile import check_format, read_json_file
 from .trace_adapter import TRACE_OP_TO_KIND
 from .workloads import OP_KINDS, Gemm, Workload
 
@@ -127,10 +128,7 @@ class BaselineProfile:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "baseline profile") -> "BaselineProfile":
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"{where} is not a baseline profile (need \"format\": \"{FORMAT}\")")
-        if d.get("version") != VERSION:
-            raise ValueError(f"{where} has version {d.get('version')!r}; this simulator reads version {VERSION}")
+        check_format(d, FORMAT, VERSION, where, "a baseline profile")
         try:
             ops = {k: [[Cell(**c) for c in layers] for layers in steps] for k, steps in d["ops"].items()}
             grid = tuple(int(d["grid"][a]) for a in "THW")
@@ -141,8 +139,6 @@ class BaselineProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> "BaselineProfile":
-        from .profile import read_json_file
-
         return cls.from_dict(read_json_file(path, "baseline profile"), where=f"baseline profile {str(path)!r}")
 
 

@@ -53,6 +53,14 @@ LINEAR_CHUNK = 128
 
 
 
+def check_format(d, fmt: str, version: int, where: str, what: str) -> None:
+    """Refuse ``d`` unless it is a dict with ``"format": fmt`` and ``"version": version``."""
+    if not isinstance(d, dict) or d.get("format") != fmt:
+        raise ValueError(f"{where} is not {what} (need \"format\": \"{fmt}\")")
+    if d.get("version") != version:
+        raise ValueError(f"{where} has version {d.get('version')!r}; this simulator reads version {version}")
+
+
 def read_json_file(path: str | Path, what: str) -> dict:
     """The JSON object in ``path``; a missing or unparsable file raises ``ValueError`` naming ``what`` it should be."""
     p = Path(path)
@@ -201,10 +209,7 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "profile") -> "Profile":
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"{where} is not a Kaleido profile (need \"format\": \"{FORMAT}\")")
-        if d.get("version") != VERSION:
-            raise ValueError(f"{where} has version {d.get('version')!r}; this simulator reads version {VERSION}")
+        check_format(d, FORMAT, VERSION, where, "a Kaleido profile")
         for key in ("model", "grid", "ops"):
             if key not in d:
                 raise ValueError(f"{where} is missing the key {key!r}")
