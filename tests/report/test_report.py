@@ -105,3 +105,16 @@ def test_compacted_rows_give_the_same_report(tmp_path):
     assert "TRACE-REPLAYED" in page and "simulation failed" not in page
     assert compact_rows(tmp_path)[0] == 0  # idempotent
     assert json.loads(next(tmp_path.glob("*.json")).read_text())  # still valid rows
+
+
+def test_compare_says_when_it_has_no_accelerator_table(rows_dir, tmp_path):
+    import json
+
+    from kaleido.cli.compare import compare
+
+    for f in rows_dir.glob("*.json"):  # only the token-merging rows and the dense references
+        if json.loads(f.read_text())["point"]["method"] in ("dense", "tome"):
+            (tmp_path / f.name).write_text(f.read_text())
+    r = CliRunner().invoke(compare, ["--results", str(tmp_path), "--plot-only", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "no accelerator table" in r.output

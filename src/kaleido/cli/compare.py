@@ -121,5 +121,7 @@ def _accel_tables(rows, aggs, workloads: str) -> list[dict]:
                                  param_hint="--workloads")
     k_row, base_rows = design_rows(rows, aggs)
     if k_row is None and not base_rows:
+        click.echo("no accelerator table: the rows hold no kaleido, adaptiv, exion or cambricon_d results "
+                   "(add them with --methods, or pass --workloads none)", err=True)
         return []
     return [design_table(k_row, base_rows, w) for w in names]
