@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from kaleido.tiny import evaluate as E
-from kaleido.tiny.train_vae import VaeArch, VaeTrainConfig, build_vae, decode_unclamped, training_batch
+from kaleido.tiny.train_vae import VaeArch, VaeTrainConfig, build_vae, decode_unclamped, pooled_code, training_batch
 
 
 def pooled_reference_psnr(clips: np.ndarray) -> float:
@@ -38,19 +38,6 @@ def pooled_reference_psnr(clips: np.ndarray) -> float:
         r = F.interpolate(F.avg_pool2d(x, 4), scale_factor=4, mode="bilinear")
         out.append(E.psnr01((x.numpy() + 1) / 2, (r.clamp(-1, 1).numpy() + 1) / 2))
     return float(np.mean(out))
-
-
-def pooled_code(x: torch.Tensor) -> torch.Tensor:
-    """The 12-channel linear code of a clip ``(B, 3, 1 + 4k, H, W)``: ``(B, 12, 1 + k, H/4, W/4)``.
-
-    Latent frame 0 holds frame 0 (4x4-average-pooled RGB) in all four 3-channel slots; latent frame
-    i >= 1 holds frames 4i-3 .. 4i, one per slot - the layout of Wan's causal chunks.
-    """
-    B, C, T, H, W = x.shape
-    pooled = F.avg_pool2d(x.transpose(1, 2).reshape(B * T, C, H, W), 4).reshape(B, T, C, H // 4, W // 4)
-    first = pooled[:, :1].expand(B, 4, C, H // 4, W // 4).reshape(B, 1, 4 * C, H // 4, W // 4)
-    rest = pooled[:, 1:].reshape(B, (T - 1) // 4, 4 * C, H // 4, W // 4)
-    return torch.cat([first, rest], 1).transpose(1, 2)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ def test_train_tiny_smoke_end_to_end_and_resume(tmp_path):
     vae_log = [json.loads(line) for line in (out / "vae" / "log.jsonl").read_text().splitlines()]
     tr_log = [json.loads(line) for line in (out / "transformer" / "log.jsonl").read_text().splitlines()]
     assert vae_log[-1]["step"] == 2 and all(r["loss"] > 0 for r in vae_log)
+    assert vae_log[0]["code"] > 0  # the pooled-code latent target is part of the recipe
     assert tr_log[-1]["step"] == 2 and "val_loss" in tr_log[-1]
     assert (out / "pipeline" / "model_index.json").exists()
 
@@ -46,3 +47,32 @@ def test_vae_config_names_the_bad_frame_count():
 
     with pytest.raises(ValueError, match="frames=6"):
         VaeTrainConfig(frames=6).validate()
+
+
+def test_pooled_code_is_the_causal_chunk_layout_of_4x4_means():
+    from kaleido.tiny.train_vae import pooled_code
+
+    x = torch.randn(2, 3, 9, 8, 12)
+    code = pooled_code(x)
+    assert code.shape == (2, 12, 3, 2, 3)
+    block_mean = x[:, :, :, 4:8, 8:12].mean((-1, -2))  # (B, 3, T) for the block at (1, 2)
+    # latent frame 0: frame 0 in all four RGB slots; latent frame 1: frames 1..4, one per slot
+    torch.testing.assert_close(code[:, :, 0, 1, 2], block_mean[:, :, 0].repeat(1, 4))
+    torch.testing.assert_close(code[:, :, 1, 1, 2], block_mean[:, :, 1:5].transpose(1, 2).reshape(2, 12))
+    import pytest
+
+    with pytest.raises(ValueError, match="1 \\+ 4k frames"):
+        pooled_code(torch.zeros(1, 3, 6, 8, 8))
+
+
+def test_code_weight_decays_to_zero_and_needs_12_latent_channels():
+    import pytest
+
+    from kaleido.tiny.train_vae import VaeArch, VaeTrainConfig, code_weight_at
+
+    cfg = VaeTrainConfig(code_weight=2.0, code_steps=100)
+    assert code_weight_at(cfg, 0) == 2.0 and code_weight_at(cfg, 50) == 1.0 and code_weight_at(cfg, 100) == 0.0
+    assert code_weight_at(cfg, 10_000) == 0.0
+    with pytest.raises(ValueError, match="z_dim >= 12"):
+        VaeTrainConfig(arch=VaeArch(z_dim=8)).validate()
+    VaeTrainConfig(code_weight=0.0, arch=VaeArch(z_dim=8)).validate()
