@@ -97,3 +97,16 @@ def test_bad_scheduler_address_is_refused(tmp_path):
 
 def test_pareto_front():
     assert sorted(pareto_front([(0.5, 30), (0.7, 25), (0.6, 20), (0.5, 29)])) == [0, 1]
+
+
+def test_kaleido_setting_families_are_plotted_as_separate_series():
+    from kaleido.compare.analysis import SettingAggregate, plot_series
+
+    def agg(method, settings):
+        return SettingAggregate(method, settings, 1, 30.0, 0.9, 30.0, 0.5, 0.5, 0.3)
+
+    every_op = agg("kaleido", dict(theta1=16, theta2=32, low_bits=6))
+    qk_only = agg("kaleido", dict(theta1=32, theta2=64, low_bits=7, cross_qk=False, proj=False, ffn=False))
+    assert plot_series(every_op) == "kaleido"
+    assert plot_series(qk_only) == "kaleido (self-attn q.k^T only)"
+    assert plot_series(agg("tome", dict(ratio=0.3, proj=False, ffn=False))) == "tome"

@@ -216,6 +216,14 @@ _COLORS = {"kaleido": "#d62728", "sparse_videogen": "#1f77b4", "block_topk": "#1
            "exion": "#ff7f0e", "cambricon_d": "#7f7f7f"}
 
 
+def plot_series(a: SettingAggregate) -> str:
+    """The line a setting is drawn on: its method, with Kaleido's two setting families apart
+    (every op reused vs self-attention q.k^T only; joined, they would zig-zag)."""
+    if a.method == "kaleido" and a.settings.get("proj") is False and a.settings.get("ffn") is False:
+        return "kaleido (self-attn q.k^T only)"
+    return a.method
+
+
 def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
     """Quality (PSNR) vs savings: self-attn q.k^T (left) and the whole transformer (right)."""
     import matplotlib
@@ -230,12 +238,13 @@ def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
         front = set(pareto_front(allpts))
         by_m = defaultdict(list)
         for i, a in enumerate(aggs):
-            by_m[a.method].append((getattr(a, attr), a.psnr, i in front))
+            by_m[plot_series(a)].append((getattr(a, attr), a.psnr, i in front))
         for m, pts in sorted(by_m.items()):
             pts.sort()
             xs, ys = [100 * p[0] for p in pts], [p[1] for p in pts]
-            ax.plot(xs, ys, "-o", color=_COLORS.get(m, "black"), label=m, lw=2.5 if m == "kaleido" else 1.2,
-                    ms=6 if m == "kaleido" else 4)
+            method = m.split(" ")[0]
+            ax.plot(xs, ys, "--o" if m != method else "-o", color=_COLORS.get(method, "black"), label=m,
+                    lw=2.5 if method == "kaleido" else 1.2, ms=6 if method == "kaleido" else 4)
             for x, y, f in pts:
                 if f:
                     ax.plot([100 * x], [y], "o", ms=11, mfc="none", mec="black", mew=1)
