@@ -4,7 +4,7 @@ Dataflow: merged tokens are removed before attention, so self-attention q.k^T an
 run as *smaller dense GEMMs*; every other op runs dense (our AdapTiV algorithm merges
 inside attention only).
 
-* :func:`ideal_cost` (the upper bound, also behind :func:`simulate_adaptiv` for rows
+* :func:`gemm_cost` (the upper bound, also behind :func:`simulate_adaptiv` for rows
   without a trace): with a q.k^T kept share ``k`` the merged token fraction is
   ``m = sqrt(k)``; q.k^T runs as ``(m*M) x K x (m*N)``, P.V as ``(m*M) x (m*K) x N``;
   nothing else is charged.
@@ -47,7 +47,8 @@ def _inputs():
 INPUTS = _inputs()
 
 
-def _gemm(g, fr, cfg):
+def gemm_cost(g, fr, cfg):
+    """``(cycles, mac8, mac_low, low_bits)`` of one GEMM under the ideal model at the op's MAC shares ``fr``."""
     from kaleido.hw.compute import dense_cycles
 
     if g.op in ATTN and fr.skipped > 0:
@@ -61,12 +62,8 @@ def _gemm(g, fr, cfg):
 
 
 def simulate_adaptiv(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design("AdapTiV-class (token merging)", workload, skips, _gemm, cfg, energy, ASSUMPTIONS)
+    return run_design("AdapTiV-class (token merging)", workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
 
-
-def ideal_cost(g, c, cfg, base) -> float:
-    """Cycles of one instance under the ideal model (no utilisation costs)."""
-    return _gemm(g, OpFractions(c.mac8, c.mac_low, c.skipped, c.low_bits), cfg)[0]
 
 
 def merged_extents(g, c) -> tuple[int, int, int, int]:

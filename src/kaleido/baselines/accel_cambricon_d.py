@@ -7,7 +7,7 @@ deltas, so the benefit is *bit-width packing*: a ``b``-bit delta occupies ``b/8`
 calls; dense calls (the first step, refreshes) keep full cost.  Attention runs dense
 (softmax breaks the difference).
 
-* :func:`ideal_cost` (the upper bound, also behind :func:`simulate_cambricon_d` for
+* :func:`gemm_cost` (the upper bound, also behind :func:`simulate_cambricon_d` for
   rows without a trace): the packing only.
 * :func:`replay_cost` (trace replay, per recorded step and layer): plus the outlier
   path - input entries whose difference does not fit ``b`` bits at the input's int8
@@ -44,7 +44,8 @@ def _inputs():
 INPUTS = _inputs()
 
 
-def _gemm(g, fr, cfg):
+def gemm_cost(g, fr, cfg):
+    """``(cycles, mac8, mac_low, low_bits)`` of one GEMM under the ideal model at the op's MAC shares ``fr``."""
     from kaleido.hw.compute import dense_cycles
 
     full = dense_cycles(g.M, g.K, g.N, cfg)
@@ -57,12 +58,9 @@ def _gemm(g, fr, cfg):
 
 
 def simulate_cambricon_d(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design("Cambricon-D-class (differential, low-bit deltas)", workload, skips, _gemm, cfg, energy,
+    return run_design("Cambricon-D-class (differential, low-bit deltas)", workload, skips, gemm_cost, cfg, energy,
                       ASSUMPTIONS)
 
-
-def ideal_cost(g, c, cfg, base) -> float:
-    return _gemm(g, OpFractions(c.mac8, c.mac_low, c.skipped, c.low_bits), cfg)[0]
 
 
 def replay_cost(g, c, cfg, base):

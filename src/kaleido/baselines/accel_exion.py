@@ -3,7 +3,7 @@
 Dataflow: EXION's ConMerge compacts the surviving (sparse) columns so the array
 processes them densely.
 
-* :func:`ideal_cost` (the upper bound, also behind :func:`simulate_exion` for rows
+* :func:`gemm_cost` (the upper bound, also behind :func:`simulate_exion` for rows
   without a trace): perfect compaction - with a kept share ``k`` of an op's MACs,
   q.k^T runs as ``M x K x (k*N)``, P.V as ``M x (k*K) x N``, the FFN's first linear as
   ``M x K x (k*N)`` and its second as ``M x (k*K) x N``; nothing else is charged.
@@ -48,7 +48,8 @@ def _inputs():
 INPUTS = _inputs()
 
 
-def _gemm(g, fr, cfg):
+def gemm_cost(g, fr, cfg):
+    """``(cycles, mac8, mac_low, low_bits)`` of one GEMM under the ideal model at the op's MAC shares ``fr``."""
     from kaleido.hw.compute import dense_cycles
 
     k = fr.kept
@@ -62,11 +63,8 @@ def _gemm(g, fr, cfg):
 
 
 def simulate_exion(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design("EXION-class (FFN reuse + eager prediction)", workload, skips, _gemm, cfg, energy, ASSUMPTIONS)
+    return run_design("EXION-class (FFN reuse + eager prediction)", workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
 
-
-def ideal_cost(g, c, cfg, base) -> float:
-    return _gemm(g, OpFractions(c.mac8, c.mac_low, c.skipped, c.low_bits), cfg)[0]
 
 
 def replay_cost(g, c, cfg, base):

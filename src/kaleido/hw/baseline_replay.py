@@ -17,7 +17,7 @@ stand for the workload's).
 its dataflow really runs (fold/fill/drain of :func:`~kaleido.hw.compute.dense_cycles`),
 plus its side units' cycles where they cannot overlap, plus its extra DRAM traffic
 (time per GEMM is ``max(compute, DRAM)``, as in :mod:`kaleido.hw.simulate`).  It also
-costs the same records with the design's ideal model (``ideal_cost``: the old
+costs the same records with the design's ideal model (``gemm_cost``: the old
 fraction model, no utilisation costs) as ``upper_bound``.  Every input of a result is
 listed with where it came from: ``MEASURED`` (the trace), ``paper: ...`` or ``ASSUMED``.
 """
@@ -40,7 +40,7 @@ from .workloads import OP_KINDS, Gemm, Workload
 
 FORMAT = "kaleido-baseline-profile"
 VERSION = 1
-#: method name -> (design label, module holding ``replay_cost``, ``ideal_cost``, ``INPUTS``)
+#: method name -> (design label, module holding ``replay_cost``, ``gemm_cost`` (the ideal model), ``INPUTS``)
 DESIGNS = {
     "adaptiv": ("AdapTiV-class (token merging)", "kaleido.baselines.accel_adaptiv"),
     "exion": ("EXION-class (FFN reuse + eager prediction)", "kaleido.baselines.accel_exion"),
@@ -258,6 +258,8 @@ def design_module(method: str):
 def replay(wl: Workload, prof: BaselineProfile, cfg: ArrayConfig | None = None,
            energy: EnergyTable | None = None) -> ReplayResult:
     """Cost ``wl`` on the design of ``prof.method`` (see the module docstring)."""
+    from kaleido.baselines.accel_common import OpFractions
+
     cfg = cfg or ArrayConfig()
     energy = energy or EnergyTable()
     mod = design_module(prof.method)
@@ -277,7 +279,7 @@ def replay(wl: Workload, prof: BaselineProfile, cfg: ArrayConfig | None = None,
             w = per_step / len(cells)
             for c in cells:
                 r = mod.replay_cost(g, c, cfg, base)
-                ub = mod.ideal_cost(g, c, cfg, base)
+                ub = mod.gemm_cost(g, OpFractions(c.mac8, c.mac_low, c.skipped, c.low_bits), cfg)[0]
                 tot["cyc"] += r.cycles * w
                 tot["ub"] += ub * w
                 tot["dense"] += base.cycles * w
