@@ -36,6 +36,22 @@ def test_report_is_one_self_contained_file(rows_dir, tmp_path):
     for design in ("dense 128x128", "Kaleido (scheduler + matcher)", "AdapTiV-class", "EXION-class", "Cambricon-D-class"):
         assert design in page
     assert "measured: kaleido" in page and "simulation failed" not in page
+    assert "At matched quality" in page
+
+
+def test_matched_quality_picks_the_most_saving_setting_above_the_bar():
+    from kaleido.compare.analysis import SettingAggregate
+    from kaleido.report.accel import representatives
+
+    def agg(method, label, psnr, qk, total):
+        return SettingAggregate(method, {"k": label}, 1, psnr, 0.9, psnr, qk, qk, total)
+
+    aggs = [agg("kaleido", 1, 40.0, 0.5, 0.2), agg("kaleido", 2, 31.0, 0.8, 0.4), agg("kaleido", 3, 25.0, 0.9, 0.6),
+            agg("adaptiv", 1, 29.0, 0.5, 0.3), agg("tome", 1, 35.0, 0.45, 0.1)]
+    default = {a.method: a.settings["k"] for a in representatives(aggs)}
+    assert default == {"kaleido": 1, "adaptiv": 1, "tome": 1}  # nearest 50% q.k^T, quality ignored
+    at30 = {a.method: a.settings["k"] for a in representatives(aggs, min_psnr=30.0)}
+    assert at30 == {"kaleido": 2, "tome": 1}  # most total savings at >= 30 dB; adaptiv never reaches 30 dB
 
 
 def test_accel_designs_use_the_measured_fractions(rows_dir):

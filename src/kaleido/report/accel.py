@@ -130,12 +130,27 @@ def _replayed(method: str, row: dict, prof_dict: dict, wl, cfg, energy) -> dict:
             "overhead_cycles": r.overhead_cycles, "inputs": r.inputs, "psnr": _psnr(row), "assumptions": r.notes}
 
 
-def representatives(aggs):
-    """Per method, the setting closest to 50% self-attn savings (or to 50% total if it saves none there)."""
+#: the matched-quality accelerator table: each design at its most-saving setting with at least this PSNR
+MATCHED_PSNR_DB = 30.0
+
+
+def representatives(aggs, min_psnr: float | None = None):
+    """One setting per method.
+
+    Default: the setting closest to 50% self-attn q.k^T savings (or to 50% of the whole
+    transformer if it saves no q.k^T).  With ``min_psnr``: the setting saving the largest share
+    of the whole transformer (what an accelerator's time follows) among those whose mean PSNR is
+    at least ``min_psnr``; a method with no such setting is left out.
+    """
     best = {}
     for a in aggs:
-        x = a.self_qk_saved if a.self_qk_saved > 0 else a.total_saved
-        score = abs(x - 0.5)
+        if min_psnr is None:
+            x = a.self_qk_saved if a.self_qk_saved > 0 else a.total_saved
+            score = (abs(x - 0.5), 0.0)
+        elif a.psnr >= min_psnr:
+            score = (-a.total_saved, -a.psnr)
+        else:
+            continue
         if a.method not in best or score < best[a.method][0]:
             best[a.method] = (score, a)
     return [v[1] for _, v in sorted(best.items())]
@@ -148,9 +163,10 @@ def representative_row(rows, a):
     return sorted(cand, key=lambda r: (r["prompt"], r["seed"]))[0] if cand else None
 
 
-def design_rows(rows, aggs) -> tuple[dict | None, dict[str, dict]]:
-    """The rows :func:`design_table` takes: Kaleido's and each accelerator baseline's representative row."""
-    reps = {a.method: a for a in representatives(aggs)}
+def design_rows(rows, aggs, min_psnr: float | None = None) -> tuple[dict | None, dict[str, dict]]:
+    """The rows :func:`design_table` takes: Kaleido's and each accelerator baseline's representative
+    row (:func:`representatives`, at ``min_psnr`` when given)."""
+    reps = {a.method: a for a in representatives(aggs, min_psnr)}
     k_row = representative_row(rows, reps["kaleido"]) if "kaleido" in reps else None
     base_rows = {m: representative_row(rows, reps[m]) for m, _, _ in BASELINE_DESIGNS if m in reps}
     return k_row, {m: r for m, r in base_rows.items() if r is not None}
