@@ -64,3 +64,22 @@ def test_vocabulary_covers_every_prompt_word():
     ids = tok("a Purple triangle moving up on a zebra background").input_ids
     assert ids[-1] == tok.eos_token_id
     assert ids.count(tok.unk_token_id) == 1  # "zebra" is not in the vocabulary
+
+
+def test_every_training_prompt_fits_the_tiny_text_length_used_in_training_and_generation():
+    import itertools
+
+    from kaleido.integrations.evaluation import settings_for
+    from kaleido.tiny.build import build_tokenizer
+    from kaleido.tiny.pipeline import TINY_DEMO, TINY_TEXT_TOKENS
+    from kaleido.tiny.train_transformer import TransformerTrainConfig
+
+    tok = build_tokenizer()
+    prompts = [D.ShapeSpec(c, s, m, d, b).prompt for c, s, m, d, b in itertools.product(
+        D.COLOURS, D.SHAPES, D.MOTIONS, D.DIRECTIONS, D.BACKGROUNDS)] + list(D.REAL_PROMPTS.values())
+    longest = max(len(tok(p).input_ids) for p in prompts)  # words + </s>
+    assert longest <= TINY_TEXT_TOKENS
+    # one length: the trainer, the demo settings and the evaluation harness all use it
+    assert TransformerTrainConfig().max_sequence_length == TINY_DEMO.max_sequence_length == TINY_TEXT_TOKENS
+    assert settings_for("tiny").call_kwargs()["max_sequence_length"] == TINY_TEXT_TOKENS
+    assert "max_sequence_length" not in settings_for("Wan-AI/Wan2.1-T2V-1.3B-Diffusers").call_kwargs()

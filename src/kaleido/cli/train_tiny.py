@@ -2,7 +2,7 @@
 
 Examples::
 
-    kaleido train-tiny                         # the shipped model's recipe (~65 min on 2 cores)
+    kaleido train-tiny                         # the shipped model's recipe (~80 min on 2 cores)
     kaleido train-tiny --preset smoke --out /tmp/t   # end to end in seconds (a test uses this)
     kaleido train-tiny --ship                  # ... then copy the result into the package
 """

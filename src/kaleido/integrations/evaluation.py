@@ -56,6 +56,7 @@ class GenerationSettings:
     width: int | None = None
     guidance: float | None = None
     negative_prompt: str | None = None
+    max_sequence_length: int | None = None
 
     def call_kwargs(self) -> dict[str, Any]:
         kw = {
@@ -65,6 +66,7 @@ class GenerationSettings:
             "width": self.width,
             "guidance_scale": self.guidance,
             "negative_prompt": self.negative_prompt,
+            "max_sequence_length": self.max_sequence_length,
         }
         return {k: v for k, v in kw.items() if v is not None}
 
@@ -77,7 +79,8 @@ def tiny_defaults() -> GenerationSettings:
     from kaleido.tiny.pipeline import TINY_DEMO
 
     d = TINY_DEMO
-    return GenerationSettings(d.num_inference_steps, d.num_frames, d.height, d.width, d.guidance_scale, d.negative_prompt)
+    return GenerationSettings(d.num_inference_steps, d.num_frames, d.height, d.width, d.guidance_scale, d.negative_prompt,
+                              d.max_sequence_length)
 
 
 def settings_for(model: str, **overrides: Any) -> GenerationSettings:

@@ -27,13 +27,19 @@ class DemoSettings:
     num_inference_steps: int = 25
     guidance_scale: float = 5.0
     negative_prompt: str = ""
+    #: text tokens the prompt is padded / truncated to (``WanPipeline``'s own default is 512)
+    max_sequence_length: int = 512
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+#: text tokens of the tiny model, in training and generation: its prompts are at most 10 words plus
+#: ``</s>``; at Wan's 512 the prompt's tokens would sit among ~500 identical zero-padding keys,
+#: which cross-attention must learn to outweigh (the first shipped model barely used its text)
+TINY_TEXT_TOKENS = 16
 #: the tiny model's demo: 17 frames x 64x64 -> latents 5x16x16 -> 5x16x16 tokens after patchify
-TINY_DEMO = DemoSettings()
+TINY_DEMO = DemoSettings(max_sequence_length=TINY_TEXT_TOKENS)
 #: Wan 2.1's published default (480p, 81 frames, 50 steps)
 WAN21_DEMO = DemoSettings(height=480, width=832, num_frames=81, num_inference_steps=50, guidance_scale=5.0)
 

@@ -17,6 +17,7 @@ import torch
 
 from kaleido.tiny import evaluate as E
 from kaleido.tiny.latents import LatentSet, latent_spectrum
+from kaleido.tiny.pipeline import TINY_TEXT_TOKENS
 from kaleido.tiny.train_transformer import VAL_SIGMAS, fixed_validation_draws, normalise, predict, validation_loss_per_sigma
 
 SAMPLE_PROMPTS = [
@@ -72,7 +73,8 @@ def measure_flow_matching(pipe, run: Path, report: TinyReport, plot_path: Path, 
     x_val = normalise(val.latents, mean, std)[:n_val]
     prompts = val.prompts[:n_val]
     with torch.no_grad():
-        text = torch.cat([pipe.encode_prompt(p, do_classifier_free_guidance=False, max_sequence_length=512)[0] for p in prompts])
+        text = torch.cat([pipe.encode_prompt(p, do_classifier_free_guidance=False, max_sequence_length=TINY_TEXT_TOKENS)[0]
+                          for p in prompts])
     noise = fixed_validation_draws(len(x_val), tuple(x_val.shape[1:]), VAL_SIGMAS)
     tr = pipe.transformer.eval()
     model_loss = validation_loss_per_sigma(lambda x, s, t: predict(tr, x, s, t), x_val, text, VAL_SIGMAS, noise)

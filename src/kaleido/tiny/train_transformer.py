@@ -5,8 +5,8 @@ Flow matching as the shipped ``FlowMatchEulerDiscreteScheduler`` integrates it:
 ``1000 sigma``; training sigmas are ``shift u / (1 + (shift - 1) u)`` with ``u ~ U(0, 1)``
 (the same shift as the sampler). Latents are normalised per channel with the statistics the
 VAE config stores (``latents_mean`` / ``latents_std``), exactly as ``WanPipeline`` undoes it.
-Text conditioning: the pipeline's own ``encode_prompt`` (max_sequence_length 512, frozen
-UMT5), with the prompt replaced by ``""`` ``cfg_dropout`` of the time, for classifier-free guidance.
+Text conditioning: the pipeline's own ``encode_prompt`` (``max_sequence_length`` =
+``TINY_TEXT_TOKENS``, the length the demo settings generate with; frozen UMT5), with the prompt replaced by ``""`` ``cfg_dropout`` of the time, for classifier-free guidance.
 
 Resumable (``out_dir/ckpt``: weights, EMA weights, AdamW moments, step) and reproducible: the
 batch and noise of step ``i`` depend only on ``(seed, i)``.
@@ -26,19 +26,20 @@ import torch
 from kaleido.tiny.build import SCHEDULER_SHIFT, TransformerArch, build_transformer
 from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from kaleido.tiny.latents import LatentSet
+from kaleido.tiny.pipeline import TINY_TEXT_TOKENS
 
 
 @dataclass
 class TransformerTrainConfig:
     out_dir: str = "runs/tiny/transformer"
-    steps: int = 2000
+    steps: int = 4000
     batch: int = 4
     lr: float = 1e-3
     warmup: int = 50
     cfg_dropout: float = 0.1
     ema_decay: float = 0.995
     shift: float = SCHEDULER_SHIFT
-    max_sequence_length: int = 512
+    max_sequence_length: int = TINY_TEXT_TOKENS
     seed: int = 0
     ckpt_every: int = 100
     log_every: int = 10
@@ -62,7 +63,7 @@ class PromptEmbeddings:
     Stored trimmed to each prompt's length and zero-padded on demand to ``max_sequence_length``
     (what ``WanPipeline._get_t5_prompt_embeds`` produces)."""
 
-    def __init__(self, pipe, prompts: list[str], max_sequence_length: int = 512):
+    def __init__(self, pipe, prompts: list[str], max_sequence_length: int = TINY_TEXT_TOKENS):
         self.max_len = max_sequence_length
         self.table: dict[str, torch.Tensor] = {}
         unique = sorted(set(prompts) | {""})
