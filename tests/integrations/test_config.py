@@ -99,6 +99,15 @@ def test_shipped_default_yaml_is_the_default_config():
     assert KaleidoConfig.load(path) == KaleidoConfig()
 
 
+def test_shipped_self_qk_only_yaml_reuses_self_attention_qk_only():
+    from pathlib import Path
+
+    cfg = KaleidoConfig.load(Path(__file__).resolve().parents[2] / "configs" / "self-qk-only.yaml")
+    assert [k for k, op in cfg.ops.items() if op.enabled] == ["self_qk"]
+    r = cfg.reuse_config("self_qk", 0)
+    assert (r.theta1, r.theta2, r.low_bits, r.dense_steps) == (36, 64, 7, 3)
+
+
 def test_round_trip_keeps_thresholds_when_an_op_drops_a_default_override():
     import dataclasses
 
