@@ -94,6 +94,11 @@ def test_compare_prints_the_accelerator_table(rows_dir):
     assert len(replayed) == 3  # AdapTiV, EXION, Cambricon-D rows carry traces: replayed, not upper bounds
     for d in replayed:
         assert d["speedup_vs_dense"] <= d["upper_bound_speedup_vs_dense"] + 1e-9
+    matched = json.loads(r.output)["accelerators_matched_quality"]
+    assert matched["min_psnr_db"] == 30.0
+    assert matched["tables"]  # random-wan settings reach 30 dB (kaleido 8/8 at least)
+    for t in matched["tables"]:
+        assert t["workload"] == "wan-1.3b-480p" and t["designs"][0]["design"].startswith("dense")
     r = CliRunner().invoke(compare, ["--results", str(rows_dir), "--plot-only", "--workloads", "nope"])
     assert r.exit_code != 0 and "unknown workload" in r.output
 
