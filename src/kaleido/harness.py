@@ -54,6 +54,9 @@ def thumbnail_strip(video: np.ndarray, n: int = 3) -> str:
 
 def generate(pipe, call: dict, prompt: str, seed: int) -> tuple[np.ndarray, float]:
     """The decoded video (F, H, W, 3) in [0, 1] and the wall time in seconds."""
+    from kaleido.integrations.evaluation import warn_if_truncated
+
+    warn_if_truncated(pipe, prompt, call.get("max_sequence_length"))
     t0 = time.perf_counter()
     out = pipe(prompt=prompt, generator=torch.Generator().manual_seed(int(seed)), output_type="np", **call)
     frames = np.asarray(out.frames[0], dtype=np.float32)

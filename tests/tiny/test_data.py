@@ -83,3 +83,22 @@ def test_every_training_prompt_fits_the_tiny_text_length_used_in_training_and_ge
     assert TransformerTrainConfig().max_sequence_length == TINY_DEMO.max_sequence_length == TINY_TEXT_TOKENS
     assert settings_for("tiny").call_kwargs()["max_sequence_length"] == TINY_TEXT_TOKENS
     assert "max_sequence_length" not in settings_for("Wan-AI/Wan2.1-T2V-1.3B-Diffusers").call_kwargs()
+
+
+def test_a_prompt_longer_than_the_tiny_text_length_is_reported_not_silently_cut():
+    import types
+    import warnings
+
+    import pytest
+
+    from kaleido.integrations.evaluation import warn_if_truncated
+    from kaleido.tiny.build import build_tokenizer
+    from kaleido.tiny.pipeline import TINY_TEXT_TOKENS
+
+    pipe = types.SimpleNamespace(tokenizer=build_tokenizer())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_truncated(pipe, "a red circle moving left on a plain background", TINY_TEXT_TOKENS)
+    long = " ".join(["a red circle"] * 6)  # 18 words + </s>
+    with pytest.warns(UserWarning, match=f"19 tokens but this model reads only the first {TINY_TEXT_TOKENS}"):
+        warn_if_truncated(pipe, long, TINY_TEXT_TOKENS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -144,8 +145,20 @@ class TransformerTimer:
             h.remove()
 
 
+def warn_if_truncated(pipe, prompt: str, max_sequence_length: int | None) -> None:
+    """Warn when ``prompt`` has more tokens than the pipeline will keep (Wan truncates silently)."""
+    tokenizer = getattr(pipe, "tokenizer", None)
+    if max_sequence_length is None or tokenizer is None:
+        return
+    n = len(tokenizer(prompt).input_ids)
+    if n > max_sequence_length:
+        warnings.warn(f"prompt {prompt!r} has {n} tokens but this model reads only the first {max_sequence_length} "
+                      "(the rest is dropped); shorten the prompt", stacklevel=2)
+
+
 def generate(pipe, prompt: str, seed: int, settings: GenerationSettings) -> tuple[np.ndarray, float, float]:
     """``(frames (F, H, W, 3) in [0, 1], pipeline seconds, transformer seconds)``."""
+    warn_if_truncated(pipe, prompt, settings.max_sequence_length)
     device = getattr(pipe, "_execution_device", None) or pipe.device
     gen = torch.Generator(device=device).manual_seed(int(seed))
     timer = TransformerTimer(pipe.transformer)
