@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from kaleido.tiny import evaluate as E
-from kaleido.tiny.train_vae import VaeArch, VaeTrainConfig, build_vae, decode_unclamped, pooled_code, training_batch
+from kaleido.tiny.train_vae import (POOLED_CODE_CHANNELS, VaeArch, VaeTrainConfig, build_vae, code_weight_at,
+                                   decode_unclamped, pooled_code, training_batch)
 
 
 def pooled_reference_psnr(clips: np.ndarray) -> float:
@@ -76,7 +77,8 @@ def main() -> None:
           f"real {np.mean(E.vae_psnr(shipped, real)):.2f} dB")
 
     cfg = VaeTrainConfig(steps=a.steps, batch=a.batch, frames=a.frames, early_frames=a.frames, early_steps=0,
-                         finetune_steps=0, crop=a.crop, lr=a.lr, warmup=0,
+                         finetune_steps=0, crop=a.crop, lr=a.lr, warmup=0, code_weight=a.code_weight,
+                         code_steps=a.code_steps,
                          arch=VaeArch(base_dim=a.base_dim, dim_mult=tuple(int(c) for c in a.dim_mult.split(",")),
                                       temperal_downsample=tuple(c.strip() == "1" for c in a.temporal.split(","))))
     cfg.validate()
@@ -116,9 +118,9 @@ def main() -> None:
             z = post.mean + post.std * torch.randn_like(post.mean)
         rec = decode_unclamped(vae, z)
         loss = (rec - x).abs().mean() + ((rec - x) ** 2).mean()
-        w = a.code_weight * max(0.0, 1.0 - step / max(1, a.code_steps))
+        w = code_weight_at(cfg, step)
         if w > 0 and not a.decoder_only:
-            loss = loss + w * ((post.mean[:, :12] - pooled_code(x)) ** 2).mean()
+            loss = loss + w * ((post.mean[:, :POOLED_CODE_CHANNELS] - pooled_code(x)) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
