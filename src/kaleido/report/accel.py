@@ -78,10 +78,10 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
     e = sim.energy_table
     dense_macs = s["macs"]["dense"]
     designs = [
-        {"design": "dense 128x128 int8 array", "source": "dense", "cycles": dense_cyc,
+        {"design": "dense 128x128 int8 array", "method": None, "source": "dense", "cycles": dense_cyc,
          "utilisation": s["utilisation"]["dense_array"], "mac_energy_j": dense_macs * e.mac_pj(8) * 1e-12,
          "psnr": None},
-        {"design": "Kaleido (scheduler + matcher)", "source": src, "cycles": k_cyc,
+        {"design": "Kaleido (scheduler + matcher)", "method": "kaleido", "source": src, "cycles": k_cyc,
          "utilisation": s["utilisation"][DESIGN_LEVEL],
          "mac_energy_j": s["energy_by_component_j"]["kaleido"]["mac"], "psnr": _psnr(kaleido_row)},
     ]
@@ -97,7 +97,7 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
             continue
         mod = importlib.import_module(f"kaleido.baselines.{module}")
         r = getattr(mod, fn)(wl, MeasuredSkips.from_report(row["report"]), cfg, e)
-        designs.append({"design": r.design + " [UPPER BOUND]",
+        designs.append({"design": r.design + " [UPPER BOUND]", "method": method,
                         "source": f"UPPER BOUND: per-op MAC fractions of {method} {row['point']['settings']}, no "
                                   "utilisation costs (row recorded without a trace; rerun the sweep to replay one)",
                         "replayed": False, "cycles": r.cycles, "utilisation": r.utilisation(pes),
@@ -119,7 +119,7 @@ def _replayed(method: str, row: dict, prof_dict: dict, wl, cfg, energy) -> dict:
     pes = cfg.rows * cfg.cols
     n_paper = sum(v.startswith("paper") for v in r.inputs.values())
     n_assumed = sum("ASSUMED" in v for v in r.inputs.values())
-    return {"design": r.design, "replayed": True,
+    return {"design": r.design, "method": method, "replayed": True,
             "source": f"TRACE-REPLAYED with utilisation costs: {method} {row['point']['settings']} "
                       f"({n_paper} input(s) from the paper, {n_assumed} assumed; listed below); ideal model "
                       f"(upper bound, no utilisation costs): {r.dense_cycles / max(1.0, r.upper_bound_cycles):.2f}x "
