@@ -238,12 +238,11 @@ def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
         front = set(pareto_front(allpts))
         by_m = defaultdict(list)
         for i, a in enumerate(aggs):
-            by_m[plot_series(a)].append((getattr(a, attr), a.psnr, i in front))
-        for m, pts in sorted(by_m.items()):
+            by_m[(plot_series(a), a.method)].append((getattr(a, attr), a.psnr, i in front))
+        for (series, method), pts in sorted(by_m.items()):
             pts.sort()
             xs, ys = [100 * p[0] for p in pts], [p[1] for p in pts]
-            method = m.split(" ")[0]
-            ax.plot(xs, ys, "--o" if m != method else "-o", color=_COLORS.get(method, "black"), label=m,
+            ax.plot(xs, ys, "--o" if series != method else "-o", color=_COLORS.get(method, "black"), label=series,
                     lw=2.5 if method == "kaleido" else 1.2, ms=6 if method == "kaleido" else 4)
             for x, y, f in pts:
                 if f:
