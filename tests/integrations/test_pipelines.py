@@ -97,3 +97,20 @@ def test_hunyuan_video_pipeline_dual_and_single_stream():
     assert {r.grid.suffix for r in trace.select(op="self_qk")} == {6}  # [video; text]
     fused = trace.select(op="fused_out")
     assert fused and all(r.groups.dim == 32 + 64 for r in fused)  # cat[attn, mlp] input of proj_out
+
+
+def test_warm_up_changes_neither_videos_nor_traces(wan_pipe):
+    from kaleido.integrations.evaluation import dense_runs, kaleido_runs
+
+    cfg = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=1))
+    settings = GenerationSettings(steps=3, frames=9, height=64, width=64, guidance=5.0)
+    runs = {}
+    for warm in (0, 1):
+        dense = dense_runs(wan_pipe, ["a blue square moving up"], [1], settings, progress=False, warmup_steps=warm)
+        runs[warm] = (dense, kaleido_runs(wan_pipe, cfg, dense, settings, progress=False, lpips=False, warmup_steps=warm))
+    (d0, k0), (d1, k1) = runs[0], runs[1]
+    key = ("a blue square moving up", 1)
+    assert np.array_equal(d0[key][0], d1[key][0])
+    assert np.array_equal(k0[0].kaleido, k1[0].kaleido)
+    assert k1[0].trace.steps == [0, 1, 2]  # the 1-step warm-up's trace is not part of the run's
+    assert k0[0].trace.summary() == k1[0].trace.summary()

@@ -70,8 +70,10 @@ def _print_table(reuse: dict) -> None:
 @click.option("--scale", type=click.IntRange(1, 16), default=None, help="Nearest upscaling of written videos (tiny: 4).")
 @click.option("--record-maps", is_flag=True, help="Keep every full mode map in the trace (large).")
 @click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
+@click.option("--warmup-steps", type=click.IntRange(0), default=2, show_default=True,
+              help="Untimed warm-up generation (this many steps) before the timed dense and Kaleido runs; 0: none.")
 def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, frames, height, width, guidance, fps,
-             scale, record_maps, threads):
+             scale, record_maps, threads, warmup_steps):
     """Generate a video dense and with Kaleido (same seed); write videos, metrics.json and the trace."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import dataclasses
@@ -106,9 +108,9 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
         raise click.ClickException(str(e)) from None
 
     click.echo(f"generating {len(prompts) * len(seeds)} video(s) dense, then with Kaleido", err=True)
-    dense = dense_runs(pipe, prompts, seeds, settings)
+    dense = dense_runs(pipe, prompts, seeds, settings, warmup_steps=warmup_steps)
     try:
-        results = kaleido_runs(pipe, cfg, dense, settings)
+        results = kaleido_runs(pipe, cfg, dense, settings, warmup_steps=warmup_steps)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
 
@@ -125,6 +127,8 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
         "device": device,
         "dtype": dtype,
         "settings": settings.to_dict(),
+        "timing": {"warmup_steps": warmup_steps, "repeats": 1,
+                   "note": "one timed run per video; benchmarks/bench_generate.py alternates repeats"},
         "kaleido_config": cfg.to_dict(),
         "metric_definitions": {
             "psnr_db": "per frame on decoded RGB in [0,1], peak 1.0; psnr_mean_db averages finite frames",
@@ -144,5 +148,6 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
         f"PSNR {agg['psnr_mean_db'] if isinstance(agg['psnr_mean_db'], str) else round(agg['psnr_mean_db'], 2)} dB, "
         f"SSIM {agg['ssim_mean']:.4f}; self-attn q.k^T saved {100 * qk.get('saved_fraction', 0):.1f}%, "
         f"whole transformer {100 * agg['reuse']['whole_transformer']['saved_fraction']:.1f}% "
-        f"(8-bit-equivalent MACs); wall time x{agg['wall_ratio_pipeline']:.2f} of dense -> {out}"
+        f"(8-bit-equivalent MACs); wall time x{agg['wall_ratio_pipeline']:.2f} of dense "
+        f"(one run each{', after a warm-up' if warmup_steps else ''}; benchmarks/bench_generate.py times repeats) -> {out}"
     )

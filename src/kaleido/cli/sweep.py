@@ -63,16 +63,17 @@ def point_config(base, pt: tuple, keep_op_overrides: bool = False):
     return dataclasses.replace(base, reuse=reuse, ops=ops)
 
 
-def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=True) -> list[dict]:
+def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=True, warmup_steps: int = 2) -> list[dict]:
     """One summary row per threshold point (see the module docstring)."""
     from kaleido.integrations.evaluation import aggregate, dense_runs, kaleido_runs
 
-    dense = dense_runs(pipe, prompts, seeds, settings, progress=progress)
+    dense = dense_runs(pipe, prompts, seeds, settings, progress=progress, warmup_steps=warmup_steps)
     rows = []
     for pt in points:
         cfg = point_config(base_cfg, pt)
         t1, t2 = pt[0], pt[1]
-        results = kaleido_runs(pipe, cfg, dense, settings, progress=progress, desc=f"theta {t1:g}/{t2:g}", lpips=False)
+        results = kaleido_runs(pipe, cfg, dense, settings, progress=progress, desc=f"theta {t1:g}/{t2:g}", lpips=False,
+                               warmup_steps=warmup_steps)
         agg = aggregate(results)
         per_op = agg["reuse"]["per_op"]
         row = {

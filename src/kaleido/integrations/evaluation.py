@@ -10,6 +10,7 @@ for the transformer alone (forward hooks around ``pipe.transformer``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -197,21 +198,31 @@ class RunResult:
         }
 
 
+def warm_up(pipe, prompt: str, settings: GenerationSettings, steps: int) -> None:
+    """One untimed ``steps``-step generation, so that one-time costs (allocator growth, lazy
+    initialisation, Kaleido's first-call setup) do not land in the first timed run."""
+    if steps > 0:
+        generate(pipe, prompt, 0, dataclasses.replace(settings, steps=steps))
+
+
 def dense_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings,
-               progress: bool = True) -> dict[tuple[str, int], tuple[np.ndarray, float, float]]:
-    """Dense generations keyed by (prompt, seed)."""
+               progress: bool = True, warmup_steps: int = 0) -> dict[tuple[str, int], tuple[np.ndarray, float, float]]:
+    """Dense generations keyed by (prompt, seed); ``warmup_steps`` > 0: an untimed warm-up first."""
     from tqdm.auto import tqdm
 
     out = {}
     pairs = [(p, s) for p in prompts for s in seeds]
+    if pairs:
+        warm_up(pipe, pairs[0][0], settings, warmup_steps)
     for p, s in tqdm(pairs, desc="dense", disable=not progress):
         out[(p, s)] = generate(pipe, p, s, settings)
     return out
 
 
 def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationSettings, progress: bool = True,
-                 desc: str = "kaleido", lpips: bool = True) -> list[RunResult]:
-    """Kaleido generations of every key of ``dense``, compared with them."""
+                 desc: str = "kaleido", lpips: bool = True, warmup_steps: int = 0) -> list[RunResult]:
+    """Kaleido generations of every key of ``dense``, compared with them; ``warmup_steps`` > 0:
+    an untimed Kaleido warm-up first (its trace is discarded: each pipeline call starts a new one)."""
     from tqdm.auto import tqdm
 
     results = []
@@ -220,6 +231,8 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
                "attention": len(report.attention), "linears": len(report.linears),
                "dense_counted": len(report.dense_counted)}
     try:
+        if dense:
+            warm_up(pipe, next(iter(dense))[0], settings, warmup_steps)
         for (p, s), (ref, wall_d, tr_d) in tqdm(list(dense.items()), desc=desc, disable=not progress):
             frames, wall_k, tr_k = generate(pipe, p, s, settings)
             trace = get_trace(pipe.transformer)
