@@ -17,6 +17,25 @@ def test_render_clip_moves_the_object_the_prompted_way():
     assert spec.prompt == "a red square moving right on a striped background"
 
 
+def test_direction_groups_show_one_scene_in_every_direction():
+    clips, prompts, specs = D.direction_group_batch(np.random.default_rng(1), 40, num_frames=9, size=32,
+                                                    moving_fraction=1.0)
+    assert clips.shape == (40, 9, 32, 32, 3) and len(prompts) == len(specs) == 40
+    for g in range(0, 40, 4):
+        group = specs[g : g + 4]
+        assert [s.direction for s in group] == list(D.DIRECTIONS)
+        assert len({(s.colour, s.shape, s.background) for s in group}) == 1
+        # same background pixels (same render seed); the object ends up in four different places
+        corners = clips[g : g + 4, 0, :2, :2]
+        assert np.allclose(corners, corners[0])
+        ends = {tuple(np.round(clips[k, -1].mean((0, 1)), 4)) for k in range(g, g + 4)}
+        assert len(ends) > 1
+    still = D.direction_group_batch(np.random.default_rng(1), 10, 9, 32, moving_fraction=0.0)[2]
+    assert all(s.motion in ("rotating", "growing") for s in still)
+    with pytest.raises(ValueError, match="moving_fraction"):
+        D.direction_group_batch(np.random.default_rng(1), 4, 9, 32, moving_fraction=1.5)
+
+
 def test_prompt_check_passes_ground_truth_and_rejects_wrong_prompts():
     rng = np.random.default_rng(0)
     checked = 0

@@ -61,7 +61,7 @@ class TransformerArch:
         )
 
 
-#: flow-matching shift used for training timesteps and by the shipped scheduler
+#: flow-matching shift of the shipped scheduler (training draws its sigmas with its own, larger shift)
 SCHEDULER_SHIFT = 2.0
 
 

@@ -70,8 +70,12 @@ class ShapeSpec:
         return asdict(self)
 
 
-def random_spec(rng: np.random.Generator) -> ShapeSpec:
-    motion = MOTIONS[int(rng.choice(3, p=[0.7, 0.15, 0.15]))]
+def random_spec(rng: np.random.Generator, moving_fraction: float = 0.7) -> ShapeSpec:
+    """A random clip description; ``moving_fraction`` of them move, the rest rotate or grow (half each)."""
+    if not 0.0 <= moving_fraction <= 1.0:
+        raise ValueError(f"moving_fraction={moving_fraction} must be in [0, 1]")
+    rest = (1.0 - moving_fraction) / 2
+    motion = MOTIONS[int(rng.choice(3, p=[moving_fraction, rest, rest]))]
     direction = str(rng.choice(list(DIRECTIONS))) if motion == "moving" else None
     return ShapeSpec(
         colour=str(rng.choice(list(COLOURS))),
@@ -187,6 +191,28 @@ def procedural_batch(rng: np.random.Generator, batch: int, num_frames: int, size
     """``batch`` random procedural clips: ``(clips (B, T, H, W, 3), prompts, specs)``."""
     specs = [random_spec(rng) for _ in range(batch)]
     clips = [render_clip(s, num_frames, size, seed=int(rng.integers(2**31)))[0] for s in specs]
+    return np.stack(clips), [s.prompt for s in specs], specs
+
+
+def direction_group_batch(rng: np.random.Generator, batch: int, num_frames: int, size: int,
+                          moving_fraction: float = 0.85):
+    """Like ``procedural_batch``, but each moving scene comes four times, once per direction.
+
+    A moving draw is rendered in every direction with the same colour, shape, background and
+    render seed, so the four clips differ only in where the object goes and the one word of the
+    prompt that says so: the set is balanced over directions, and the direction word is the only
+    thing that tells those clips apart. Rotating and growing draws come once. Returns exactly
+    ``batch`` clips (the last group is cut short if it does not fit).
+    """
+    specs, seeds = [], []
+    while len(specs) < batch:
+        spec, seed = random_spec(rng, moving_fraction), int(rng.integers(2**31))
+        group = [spec] if spec.motion != "moving" else [
+            ShapeSpec(spec.colour, spec.shape, "moving", d, spec.background) for d in DIRECTIONS]
+        specs += group
+        seeds += [seed] * len(group)
+    specs, seeds = specs[:batch], seeds[:batch]
+    clips = [render_clip(s, num_frames, size, seed=k)[0] for s, k in zip(specs, seeds)]
     return np.stack(clips), [s.prompt for s in specs], specs
 
 

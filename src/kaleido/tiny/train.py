@@ -31,8 +31,11 @@ from kaleido.tiny.train_vae import VaeTrainConfig, build_vae, train_vae
 class TinyTrainConfig:
     out_dir: str = "runs/tiny"
     seed: int = 0
-    n_train_procedural: int = 800
-    n_train_real: int = 150
+    n_train_procedural: int = 1200
+    n_train_real: int = 100
+    #: share of moving draws in the transformer's procedural clips, each drawn in all four
+    #: directions (``data.direction_group_batch``); ``None``: independent clips, 70% moving
+    moving_fraction: float | None = 0.85
     n_val_procedural: int = 64
     n_val_real: int = 16
     clip_frames: int = 17
@@ -50,6 +53,8 @@ class TinyTrainConfig:
         for name in ("n_train_procedural", "n_val_procedural"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.moving_fraction is not None and not 0.0 <= self.moving_fraction <= 1.0:
+            raise ValueError(f"moving_fraction={self.moving_fraction} must be in [0, 1] (or None)")
         for name in ("n_train_real", "n_val_real"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 0")
@@ -73,6 +78,7 @@ def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[L
     if stats_file.exists():
         return LatentSet.load(root / "train"), LatentSet.load(root / "val"), json.loads(stats_file.read_text())
     kw = dict(num_frames=cfg.clip_frames, size=cfg.clip_size)
+    kw["moving_fraction"] = cfg.moving_fraction
     train = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress, **kw)
     val = build_latent_set(vae, cfg.n_val_procedural, cfg.n_val_real, "heldout", cfg.seed + 1, progress, **kw)
     mean, std = channel_stats(train.latents)
