@@ -36,6 +36,19 @@ def test_direction_groups_show_one_scene_in_every_direction():
         D.direction_group_batch(np.random.default_rng(1), 4, 9, 32, moving_fraction=1.5)
 
 
+def test_swapped_prompt_changes_exactly_one_word():
+    from kaleido.tiny.evaluate import swapped_prompt
+
+    spec = D.ShapeSpec("red", "square", "moving", "up", "plain").to_dict()
+    assert swapped_prompt(spec, None) == "a red square moving up on a plain background"
+    assert swapped_prompt(spec, "direction") == "a red square moving down on a plain background"
+    assert swapped_prompt(spec, "colour") == "a blue square moving up on a plain background"
+    with pytest.raises(ValueError, match="attribute"):
+        swapped_prompt(spec, "shape")
+    with pytest.raises(ValueError, match="not a moving clip"):
+        swapped_prompt(D.ShapeSpec("red", "square", "growing", None, "plain").to_dict(), "colour")
+
+
 def test_prompt_check_passes_ground_truth_and_rejects_wrong_prompts():
     rng = np.random.default_rng(0)
     checked = 0

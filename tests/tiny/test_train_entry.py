@@ -27,6 +27,17 @@ def test_train_tiny_smoke_end_to_end_and_resume(tmp_path):
                   generator=torch.Generator().manual_seed(0), output_type="np").frames
     assert frames.shape == (1, 5, 32, 32, 3)
 
+    # the word-use measurement of the report runs on the run's held-out moving clips
+    import numpy as np
+
+    from kaleido.tiny.report import TinyReport, measure_word_use
+
+    report = TinyReport()
+    measure_word_use(pipe, out, report, n_clips=2)
+    use = report.word_use
+    assert use["clips"] >= 1 and len(use["true"]) == len(use["direction"]) == len(use["colour"]) == len(use["sigmas"])
+    assert np.isfinite(use["true"] + use["direction"] + use["colour"]).all()
+
     # a second run with more transformer steps resumes from the checkpoint instead of restarting
     result = runner.invoke(cli, ["train-tiny", "--preset", "smoke", "--out", str(out), "--quiet", "--threads", "1",
                                  "--transformer-steps", "4"])

@@ -117,6 +117,26 @@ def eval_prompt(colour: str, shape: str, direction: str, background: str) -> str
     return D.ShapeSpec(colour, shape, "moving", direction, background).prompt
 
 
+#: the word each attribute is swapped for when measuring how much the model uses it
+WORD_SWAPS: dict[str, dict[str, str]] = {
+    "direction": {"left": "right", "right": "left", "up": "down", "down": "up"},
+    "colour": {"red": "blue", "blue": "green", "green": "red", "yellow": "purple", "purple": "cyan", "cyan": "yellow"},
+}
+
+
+def swapped_prompt(spec: dict, attribute: str | None) -> str:
+    """The prompt of a moving procedural clip's ``spec`` with one attribute's word swapped
+    (``WORD_SWAPS``); ``None``: the true prompt."""
+    if spec.get("motion") != "moving":
+        raise ValueError(f"spec {spec} is not a moving clip; word swaps need a colour and a direction")
+    spec = dict(spec)
+    if attribute is not None:
+        if attribute not in WORD_SWAPS:
+            raise ValueError(f"attribute {attribute!r} is not one of {list(WORD_SWAPS)}")
+        spec[attribute] = WORD_SWAPS[attribute][spec[attribute]]
+    return D.ShapeSpec(**spec).prompt
+
+
 # ------------------------------------------------------------------ VAE
 
 

@@ -42,6 +42,10 @@ class TinyReport:
     transformer_val_loss: float = 0.0
     linear_val_loss: float = 0.0
     loss_reduction_vs_linear: float = 0.0
+    #: held-out flow-matching loss of moving clips with the true prompt and with one word swapped:
+    #: ``{"sigmas": [...], "true": [...], "direction": [...], "colour": [...]}`` (a word the model
+    #: ignores costs nothing when swapped)
+    word_use: dict = field(default_factory=dict)
     prompt_following_rate: float = 0.0
     prompt_check_ground_truth_rate: float = 0.0  # the check on the rendered clips themselves
     prompt_check_vae_reconstruction_rate: float = 0.0  # ... on their VAE reconstructions (a ceiling)
@@ -90,6 +94,28 @@ def measure_flow_matching(pipe, run: Path, report: TinyReport, plot_path: Path, 
     report.linear_val_loss = float(np.mean(lin_loss))
     report.loss_reduction_vs_linear = 1 - report.transformer_val_loss / report.linear_val_loss
     E.save_loss_curve_plot(VAL_SIGMAS, model_loss, lin_loss, str(plot_path))
+
+
+WORD_USE_SIGMAS = [0.55, 0.75, 0.95]
+
+
+def measure_word_use(pipe, run: Path, report: TinyReport, n_clips: int = 32) -> None:
+    """Held-out loss of up to ``n_clips`` moving clips with the true prompt, the direction word
+    swapped and the colour word swapped (``evaluate.swapped_prompt``), same noise for all three."""
+    val = LatentSet.load(run / "latents" / "val")
+    idx = [i for i, s in enumerate(val.specs) if s and s["motion"] == "moving"][:n_clips]
+    if not idx:
+        raise ValueError(f"{run / 'latents' / 'val'} has no moving procedural clips to measure word use on")
+    x0 = normalise(val.latents[idx], pipe.vae.config.latents_mean, pipe.vae.config.latents_std)
+    noise = fixed_validation_draws(len(x0), tuple(x0.shape[1:]), WORD_USE_SIGMAS)
+    tr = pipe.transformer.eval()
+    out = {"sigmas": WORD_USE_SIGMAS, "clips": len(idx)}
+    for name, attribute in (("true", None), ("direction", "direction"), ("colour", "colour")):
+        with torch.no_grad():
+            text = torch.cat([pipe.encode_prompt(E.swapped_prompt(val.specs[i], attribute), do_classifier_free_guidance=False,
+                                                 max_sequence_length=TINY_TEXT_TOKENS)[0] for i in idx])
+        out[name] = validation_loss_per_sigma(lambda x, s, t: predict(tr, x, s, t), x0, text, WORD_USE_SIGMAS, noise)
+    report.word_use = out
 
 
 def generate(pipe, prompt: str, seed: int, **overrides) -> np.ndarray:
@@ -205,6 +231,8 @@ def main() -> None:  # pragma: no cover
     if "flow" not in skip:
         measure_flow_matching(pipe, run, report, docs / "tiny" / "loss_per_timestep.png")
         print("flow", report.transformer_val_loss, report.linear_val_loss, report.loss_reduction_vs_linear)
+        measure_word_use(pipe, run, report)
+        print("word use", report.word_use)
     if "prompts" not in skip:
         measure_prompt_check_ceiling(pipe, report)
         print("prompt check ceiling", report.prompt_check_ground_truth_rate, report.prompt_check_vae_reconstruction_rate)
