@@ -36,14 +36,15 @@ def test_psnr_target_writes_a_loadable_config_that_meets_it(tmp_path, pipe_dir, 
 
     out = tmp_path / "cal" / "calibrated.yaml"
     r = CliRunner().invoke(cli, ["calibrate", "--model", str(pipe_dir), "--target-psnr", "25", "--prompts",
-                                 str(prompts), "--seeds", "0", "--budget", "4", "--out", str(out), *FAST])
+                                 str(prompts), "--seeds", "0", "--budget", "4", "--margin", "1", "--out", str(out), *FAST])
     assert r.exit_code == 0, r.output
     cfg = KaleidoConfig.load(out)
     rep = json.loads((out.parent / "calibration_target.json").read_text())
     assert rep["calibration_prompts"] == PROMPTS[:2] and rep["heldout_prompts"] == PROMPTS[2:]
     assert rep["met_on_calibration"] and rep["chosen"]["feasible"]
     psnr = rep["chosen"]["psnr_mean_db"]
-    assert psnr == "inf" or psnr >= 25
+    assert psnr == "inf" or psnr >= 26  # the search aimed at target + margin
+    assert rep["target"]["value"] == 26 and rep["heldout_target"]["value"] == 25 and rep["margin"] == 1
     assert 1 <= len(rep["search_trace"]) <= 4 and rep["search_trace"][0]["stage"] == "default"
     assert set(rep["heldout"]) >= {"calibrated", "default"}
     assert isinstance(rep["heldout_target_met"], bool) and rep["heldout_shortfall"] >= 0
@@ -79,6 +80,8 @@ def test_savings_target_with_a_heldout_file(tmp_path, pipe_dir):
     (["--target-psnr", "30", "--prompts", "{one}"], "at least 2"),
     (["--target-psnr", "30", "--prompts", "{one}", "--heldout", "{one}"], "disjoint"),
     (["--heldout", "{one}"], "belong to --target-psnr"),
+    (["--margin", "1"], "belong to --target-psnr"),
+    (["--target-savings", "0.9", "--margin", "0.2"], "target + margin"),
 ])
 def test_bad_input_is_a_clear_usage_error(tmp_path, args, match):
     one = tmp_path / "one.txt"

@@ -48,6 +48,9 @@ def _builtin_count(value: str | None) -> int | None:
               help="Target 8-bit-equivalent MAC savings (fraction in (0, 1)); maximise PSNR.")
 @click.option("--savings-of", type=click.Choice(["self_qk", "whole_transformer", "reusable_ops"]), default="self_qk",
               show_default=True, help="Which savings --target-savings and the PSNR search's objective count.")
+@click.option("--margin", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Guard band in the target's unit (dB, or a fraction for --target-savings): the search aims at "
+                   "target + margin on the calibration prompts; held-out prompts are judged against the target.")
 @click.option("--heldout", "heldout_path", type=click.Path(dir_okay=False), default=None,
               help="Held-out prompts (default: the second half of --prompts).")
 @click.option("--budget", type=click.IntRange(2, 200), default=16, show_default=True,
@@ -57,7 +60,7 @@ def _builtin_count(value: str | None) -> int | None:
               help="JSON report of the target search (default: calibration_target.json beside --out).")
 @generation_options
 @click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
-def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psnr, target_savings, savings_of,
+def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psnr, target_savings, savings_of, margin,
               heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype, threads):
     """Calibrate chunk-group reuse axes, or a whole config to --target-psnr / --target-savings."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -74,12 +77,12 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
     if target_psnr is not None and target_savings is not None:
         raise click.UsageError("give one of --target-psnr and --target-savings, not both")
     if target_psnr is None and target_savings is None:
-        if heldout_path or seeds:
-            raise click.UsageError("--heldout and --seeds belong to --target-psnr / --target-savings")
+        if heldout_path or seeds or margin:
+            raise click.UsageError("--heldout, --seeds and --margin belong to --target-psnr / --target-savings")
         _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype)
         return
     _calibrate_target(model, base, out_path, prompts_arg, seeds or str(seed), target_psnr, target_savings, savings_of,
-                      heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype)
+                      margin, heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype)
 
 
 def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype):
@@ -154,7 +157,7 @@ def _split_prompts(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
     return calib, heldout
 
 
-def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of,
+def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of, margin,
                       heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype):
     from kaleido.characterize import Characterization, characterize_runs
     from kaleido.cli._pipeline import load_pipeline_arg
@@ -162,19 +165,23 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
     from kaleido.integrations.evaluation import dense_runs, kaleido_runs, settings_for
     from kaleido.integrations.registry import adapter_for
 
+    kind, value = ("psnr", target_psnr) if target_psnr is not None else ("savings", target_savings)
     try:
-        target = (Target("psnr", target_psnr, savings_of) if target_psnr is not None
-                  else Target("savings", target_savings, savings_of))
+        target = Target(kind, value, savings_of)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--target-psnr" if target_psnr is not None else "--target-savings") from None
+    try:
+        search_target = Target(kind, value + margin, savings_of)
+    except ValueError as e:
+        raise click.BadParameter(f"target + margin: {e}", param_hint="--margin") from None
     calib, heldout = _split_prompts(prompts_arg, heldout_path)
     seed_list = parse_seeds(seeds)
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
 
-    click.echo(f"target: {target.describe()}; {len(calib)} calibration and {len(heldout)} held-out prompts x "
-               f"seeds {seed_list}")
+    click.echo(f"target: {target.describe()}" + (f" (searched for {search_target.describe()})" if margin else "")
+               + f"; {len(calib)} calibration and {len(heldout)} held-out prompts x seeds {seed_list}")
     try:
         rec, dense = characterize_runs(pipe, calib, seed_list, settings, base, progress=False)
     except ValueError as e:
@@ -185,7 +192,7 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
         return measure_runs(kaleido_runs(pipe, cfg, dense, settings, progress=False, lpips=False))
 
     try:
-        res = calibrate_to_target(base, evaluate, target, ch, adapter_for(pipe.transformer).num_layers(pipe.transformer),
+        res = calibrate_to_target(base, evaluate, search_target, ch, adapter_for(pipe.transformer).num_layers(pipe.transformer),
                                   budget=budget, bisect_steps=bisect_steps, log=click.echo)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
@@ -211,6 +218,7 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
         "model": model, "settings": settings.to_dict(), "seeds": seed_list,
         "calibration_prompts": calib, "heldout_prompts": heldout, "config_path": str(out),
         **res.to_dict(),
+        "heldout_target": target.to_dict(), "margin": margin,
         "heldout": {label: m.to_dict() for label, m in held.items()},
         "heldout_target_met": met, "heldout_shortfall": short, "heldout_shortfall_unit": unit or "fraction",
         "characterization_best_axes": {n: t.best_axes() for n, t in ch.operands.items()},
@@ -225,7 +233,7 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
         click.echo(f"{label:42s} {m.psnr_mean_db:10.2f} {m.psnr_min_db:9.2f} {m.ssim_mean:6.3f} "
                    f"{m.saved('self_qk'):12.1%} {m.saved('whole_transformer'):12.1%}")
     if not res.met_on_calibration:
-        click.echo(f"no candidate met {target.describe()} on the calibration prompts; wrote the closest "
-                   f"(short by {target.shortfall(res.chosen.measure):.3g}{unit})")
+        click.echo(f"no candidate met {search_target.describe()} on the calibration prompts; wrote the closest "
+                   f"(short by {search_target.shortfall(res.chosen.measure):.3g}{unit})")
     click.echo(f"held-out: target {target.describe()} {verdict}")
     click.echo(f"-> {out}, {report_file}")
