@@ -87,3 +87,36 @@ def test_code_weight_decays_to_zero_and_needs_12_latent_channels():
     with pytest.raises(ValueError, match="z_dim >= 12"):
         VaeTrainConfig(arch=VaeArch(z_dim=8)).validate()
     VaeTrainConfig(code_weight=0.0, arch=VaeArch(z_dim=8)).validate()
+
+
+def test_recipe_options_direction_groups_trails_and_low_resolution_steps(tmp_path):
+    """The options the shipped recipe leaves off (moving_fraction, trail, lowres_steps) run end to end."""
+    from kaleido.cli.train_tiny import make_config
+    from kaleido.tiny.latents import LatentSet
+    from kaleido.tiny.train import run_training
+
+    torch.set_num_threads(1)
+    cfg = make_config("smoke", str(tmp_path / "run"), 0, None, None, None)
+    cfg.moving_fraction, cfg.trail, cfg.lowres_size = 1.0, True, 16
+    cfg.transformer.lowres_steps, cfg.transformer.lowres_batch = 2, 3
+    run_training(cfg, progress=False)
+    train = LatentSet.load(tmp_path / "run" / "latents" / "train")
+    low = LatentSet.load(tmp_path / "run" / "latents" / "train_lowres")
+    assert train.latents.shape[-2:] == (8, 8) and low.latents.shape[-2:] == (4, 4)  # 32 and 16 px clips / 4
+    assert low.prompts == train.prompts  # same draws, smaller renders
+    moving = [s for s in train.specs if s]
+    assert [s["direction"] for s in moving] == ["left", "right", "up", "down"]  # one scene, four directions
+    log = [json.loads(line) for line in (tmp_path / "run" / "transformer" / "log.jsonl").read_text().splitlines()]
+    assert log[-1]["step"] == 2
+
+
+def test_low_resolution_steps_need_a_low_resolution_set(tmp_path):
+    import pytest
+
+    from kaleido.tiny.train_transformer import TransformerTrainConfig, train_transformer
+
+    cfg = TransformerTrainConfig(out_dir=str(tmp_path), steps=4, lowres_steps=2)
+    with pytest.raises(ValueError, match="train_lowres"):
+        train_transformer(cfg, None, None, None, None, None)
+    with pytest.raises(ValueError, match="lowres_steps"):
+        TransformerTrainConfig(steps=4, lowres_steps=5).validate()

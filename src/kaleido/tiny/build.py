@@ -61,7 +61,7 @@ class TransformerArch:
         )
 
 
-#: flow-matching shift of the shipped scheduler (training draws its sigmas with its own, larger shift)
+#: flow-matching shift of the shipped scheduler (and, by default, of the training sigmas)
 SCHEDULER_SHIFT = 2.0
 
 

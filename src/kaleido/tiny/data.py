@@ -145,11 +145,22 @@ def _shape_distance(shape: str, xx, yy, cx, cy, radius, angle) -> np.ndarray:
     raise ValueError(f"shape {shape!r} is not one of {SHAPES}; pick one of those")
 
 
-def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+#: opacity of the trail copies drawn behind a moving object (nearest first), see ``render_clip``
+TRAIL_ALPHAS = (0.45, 0.3, 0.15)
+#: frames of motion between two trail copies
+TRAIL_SPACING_FRAMES = 3
+
+
+def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int = 0,
+                trail: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Render one procedural clip.
 
+    ``trail``: a moving object leaves a short fading trail - copies of itself where it was
+    ``TRAIL_SPACING_FRAMES``, twice and three times that many frames before, opacity ``TRAIL_ALPHAS`` - like a streak in a long exposure,
+    so that each frame, not only the sequence, shows which way the object goes.
+
     Returns ``(clip, centroids)``: clip ``(T, H, W, 3)`` float32 in [-1, 1]; centroids ``(T, 2)``
-    the true (x, y) pixel centre of the object in each frame.
+    the true (x, y) pixel centre of the object in each frame (without its trail).
     """
     if num_frames < 2 or size < 16:
         raise ValueError(f"num_frames={num_frames}, size={size}: need num_frames >= 2 and size >= 16")
@@ -182,6 +193,12 @@ def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int
         radius = radius0 * (1 + (grow - 1) * f)
         angle = angle0 + spin * t
         cov = _smoothstep_edge(_shape_distance(spec.shape, xx, yy, cx, cy, radius, angle))[..., None]
+        if trail and spec.motion == "moving":
+            step = TRAIL_SPACING_FRAMES * travel / (num_frames - 1)
+            for k, alpha in enumerate(TRAIL_ALPHAS, start=1):
+                back = _smoothstep_edge(_shape_distance(spec.shape, xx, yy, cx - dx * step * k, cy - dy * step * k,
+                                                        radius, angle))[..., None]
+                cov = np.maximum(cov, alpha * back)
         frames[t] = bg * (1 - cov) + colour * cov
         centroids[t] = (cx, cy)
     return frames * 2 - 1, centroids
@@ -195,13 +212,14 @@ def procedural_batch(rng: np.random.Generator, batch: int, num_frames: int, size
 
 
 def direction_group_batch(rng: np.random.Generator, batch: int, num_frames: int, size: int,
-                          moving_fraction: float = 0.85):
+                          moving_fraction: float = 0.85, trail: bool = False):
     """Like ``procedural_batch``, but each moving scene comes four times, once per direction.
 
     A moving draw is rendered in every direction with the same colour, shape, background and
     render seed, so the four clips differ only in where the object goes and the one word of the
     prompt that says so: the set is balanced over directions, and the direction word is the only
-    thing that tells those clips apart. Rotating and growing draws come once. Returns exactly
+    thing that tells those clips apart. Rotating and growing draws come once. ``trail``: see
+    ``render_clip``. Returns exactly
     ``batch`` clips (the last group is cut short if it does not fit).
     """
     specs, seeds = [], []
@@ -212,7 +230,7 @@ def direction_group_batch(rng: np.random.Generator, batch: int, num_frames: int,
         specs += group
         seeds += [seed] * len(group)
     specs, seeds = specs[:batch], seeds[:batch]
-    clips = [render_clip(s, num_frames, size, seed=k)[0] for s, k in zip(specs, seeds)]
+    clips = [render_clip(s, num_frames, size, seed=k, trail=trail)[0] for s, k in zip(specs, seeds)]
     return np.stack(clips), [s.prompt for s in specs], specs
 
 

@@ -41,11 +41,12 @@ class LatentSet:
 
 
 def make_clips(n_procedural: int, n_real: int, split: str, seed: int, num_frames: int = 17, size: int = 64,
-               moving_fraction: float | None = None):
+               moving_fraction: float | None = None, trail: bool = False):
     """Clips ``(N, T, H, W, 3)`` in [-1, 1], prompts and specs; ``split`` picks the real frames used.
 
     ``moving_fraction=None``: independent random procedural clips (``data.procedural_batch``);
-    a number: direction groups with that share of moving draws (``data.direction_group_batch``).
+    a number: direction groups with that share of moving draws (``data.direction_group_batch``,
+    moving objects with a trail when ``trail``).
     """
     rng = np.random.default_rng([seed, 7 if split == "train" else 8])
     clips, prompts, specs = [], [], []
@@ -53,7 +54,7 @@ def make_clips(n_procedural: int, n_real: int, split: str, seed: int, num_frames
         if moving_fraction is None:
             c, p, s = D.procedural_batch(rng, n_procedural, num_frames, size)
         else:
-            c, p, s = D.direction_group_batch(rng, n_procedural, num_frames, size, moving_fraction)
+            c, p, s = D.direction_group_batch(rng, n_procedural, num_frames, size, moving_fraction, trail)
         clips.append(c)
         prompts += p
         specs += [x.to_dict() for x in s]
@@ -76,7 +77,8 @@ def encode_clips(vae, clips: np.ndarray, batch: int = 16) -> torch.Tensor:
 
 
 def build_latent_set(vae, n_procedural: int, n_real: int, split: str, seed: int, progress: bool = True,
-                     num_frames: int = 17, size: int = 64, moving_fraction: float | None = None) -> LatentSet:
+                     num_frames: int = 17, size: int = 64, moving_fraction: float | None = None,
+                     trail: bool = False) -> LatentSet:
     from tqdm.auto import tqdm
 
     chunks, prompts, specs = [], [], []
@@ -88,7 +90,7 @@ def build_latent_set(vae, n_procedural: int, n_real: int, split: str, seed: int,
         n = min(per, total - start)
         n_r = min(max(0, start + n - n_procedural), n)
         n_p = n - n_r
-        clips, p, s = make_clips(n_p, n_r, split, seed * 1000 + k, num_frames, size, moving_fraction)
+        clips, p, s = make_clips(n_p, n_r, split, seed * 1000 + k, num_frames, size, moving_fraction, trail)
         chunks.append(encode_clips(vae, clips))
         prompts += p
         specs += s

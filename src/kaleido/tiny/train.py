@@ -31,11 +31,16 @@ from kaleido.tiny.train_vae import VaeTrainConfig, build_vae, train_vae
 class TinyTrainConfig:
     out_dir: str = "runs/tiny"
     seed: int = 0
-    n_train_procedural: int = 1200
-    n_train_real: int = 100
-    #: share of moving draws in the transformer's procedural clips, each drawn in all four
-    #: directions (``data.direction_group_batch``); ``None``: independent clips, 70% moving
-    moving_fraction: float | None = 0.85
+    n_train_procedural: int = 800
+    n_train_real: int = 150
+    #: a number: share of moving draws in the transformer's procedural clips, each drawn in all
+    #: four directions (``data.direction_group_batch``); ``None`` (the shipped recipe):
+    #: independent clips, 70% moving
+    moving_fraction: float | None = None
+    #: moving objects of the transformer's clips leave a fading trail (``data.render_clip``)
+    trail: bool = False
+    #: clip size of the low-resolution set the transformer's first ``lowres_steps`` steps use
+    lowres_size: int = 32
     n_val_procedural: int = 64
     n_val_real: int = 16
     clip_frames: int = 17
@@ -53,6 +58,9 @@ class TinyTrainConfig:
         for name in ("n_train_procedural", "n_val_procedural"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.lowres_size < 16 or self.lowres_size % 16:
+            raise ValueError(f"lowres_size={self.lowres_size} must be a multiple of 16 (the VAE downsamples by 4 and "
+                             "the latent grid must be even)")
         if self.moving_fraction is not None and not 0.0 <= self.moving_fraction <= 1.0:
             raise ValueError(f"moving_fraction={self.moving_fraction} must be in [0, 1] (or None)")
         for name in ("n_train_real", "n_val_real"):
@@ -77,8 +85,7 @@ def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[L
     stats_file = root / "stats.json"
     if stats_file.exists():
         return LatentSet.load(root / "train"), LatentSet.load(root / "val"), json.loads(stats_file.read_text())
-    kw = dict(num_frames=cfg.clip_frames, size=cfg.clip_size)
-    kw["moving_fraction"] = cfg.moving_fraction
+    kw = dict(num_frames=cfg.clip_frames, size=cfg.clip_size, moving_fraction=cfg.moving_fraction, trail=cfg.trail)
     train = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress, **kw)
     val = build_latent_set(vae, cfg.n_val_procedural, cfg.n_val_real, "heldout", cfg.seed + 1, progress, **kw)
     mean, std = channel_stats(train.latents)
@@ -87,6 +94,21 @@ def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[L
     val.save(root / "val")
     stats_file.write_text(json.dumps(stats, indent=1))
     return train, val, stats
+
+
+def prepare_lowres_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> LatentSet | None:
+    """Encode (or load) the low-resolution training set (``lowres_size`` clips, same recipe and
+    seed as the full-size set); ``None`` when the transformer has no low-resolution steps."""
+    if not cfg.transformer.lowres_steps:
+        return None
+    stem = Path(cfg.out_dir) / "latents" / "train_lowres"
+    if stem.with_suffix(".json").exists():
+        return LatentSet.load(stem)
+    low = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress,
+                           num_frames=cfg.clip_frames, size=cfg.lowres_size, moving_fraction=cfg.moving_fraction,
+                           trail=cfg.trail)
+    low.save(stem)
+    return low
 
 
 def run_training(cfg: TinyTrainConfig, progress: bool = True, stop_after: str | None = None) -> Path:
@@ -99,6 +121,7 @@ def run_training(cfg: TinyTrainConfig, progress: bool = True, stop_after: str | 
     if stop_after == "vae":
         return out
     train, val, stats = prepare_latents(cfg, vae, progress)
+    train_lowres = prepare_lowres_latents(cfg, vae, progress)
     vae.register_to_config(**stats)
     if stop_after == "latents":
         return out
@@ -106,7 +129,7 @@ def run_training(cfg: TinyTrainConfig, progress: bool = True, stop_after: str | 
     text_encoder = build_text_encoder(len(tokenizer), seed=cfg.seed)
     pipe = assemble_pipeline(vae, None, text_encoder, tokenizer)
     transformer = train_transformer(cfg.transformer, train, val, pipe, stats["latents_mean"], stats["latents_std"],
-                                    progress=progress)
+                                    progress=progress, train_lowres=train_lowres)
     return export_pipeline(cfg, transformer=transformer, vae=vae)
 
 

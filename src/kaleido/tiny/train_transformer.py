@@ -3,7 +3,7 @@
 Flow matching as the shipped ``FlowMatchEulerDiscreteScheduler`` integrates it:
 ``x_sigma = (1 - sigma) x0 + sigma eps``, target ``v = eps - x0``, model input timestep
 ``1000 sigma``; training sigmas are ``shift u / (1 + (shift - 1) u)`` with ``u ~ U(0, 1)``
-(``shift`` 3, above the sampler's 2: more weight at high noise). Latents are normalised per channel with the statistics the
+(by default the sampler's shift, ``SCHEDULER_SHIFT``). Latents are normalised per channel with the statistics the
 VAE config stores (``latents_mean`` / ``latents_std``), exactly as ``WanPipeline`` undoes it.
 Text conditioning: the pipeline's own ``encode_prompt`` (``max_sequence_length`` =
 ``TINY_TEXT_TOKENS``, the length the demo settings generate with; frozen UMT5), with the prompt replaced by ``""`` ``cfg_dropout`` of the time, for classifier-free guidance.
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kaleido.tiny.build import TransformerArch, build_transformer
+from kaleido.tiny.build import SCHEDULER_SHIFT, TransformerArch, build_transformer
 from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from kaleido.tiny.latents import LatentSet
 from kaleido.tiny.pipeline import TINY_TEXT_TOKENS
@@ -36,11 +36,15 @@ class TransformerTrainConfig:
     batch: int = 4
     lr: float = 1e-3
     warmup: int = 50
+    #: the first ``lowres_steps`` steps draw ``lowres_batch`` clips from the low-resolution latent
+    #: set (progressive resolution, as Wan itself is trained: cheap steps first, then the demo size)
+    lowres_steps: int = 0
+    lowres_batch: int = 8
     cfg_dropout: float = 0.1
     ema_decay: float = 0.995
-    #: shift of the training sigmas; above the sampler's ``SCHEDULER_SHIFT`` (2) so more steps fall
-    #: at high noise, where a sample's layout - and so the object's path - is decided
-    shift: float = 3.0
+    #: shift of the training sigmas (the shipped recipe: the sampler's); a larger one puts more
+    #: steps at high noise, where a sample's layout - and so the object's path - is decided
+    shift: float = SCHEDULER_SHIFT
     max_sequence_length: int = TINY_TEXT_TOKENS
     seed: int = 0
     ckpt_every: int = 100
@@ -53,6 +57,9 @@ class TransformerTrainConfig:
     def validate(self) -> None:
         if self.steps < 1 or self.batch < 1:
             raise ValueError(f"steps={self.steps}, batch={self.batch}: both must be >= 1")
+        if not 0 <= self.lowres_steps <= self.steps or self.lowres_batch < 1:
+            raise ValueError(f"lowres_steps={self.lowres_steps}, lowres_batch={self.lowres_batch}: need "
+                             f"0 <= lowres_steps <= steps ({self.steps}) and lowres_batch >= 1")
         if not 0.0 <= self.cfg_dropout < 1.0:
             raise ValueError(f"cfg_dropout={self.cfg_dropout} must be in [0, 1)")
         if self.shift <= 0:
@@ -144,11 +151,15 @@ VAL_SIGMAS = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]
 
 
 def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: LatentSet, pipe, latents_mean, latents_std,
-                      progress: bool = True):
-    """Train (or resume); returns the EMA transformer. Writes ``out_dir/{ckpt,log.jsonl,config.json}``."""
+                      progress: bool = True, train_lowres: LatentSet | None = None):
+    """Train (or resume); returns the EMA transformer. Writes ``out_dir/{ckpt,log.jsonl,config.json}``.
+
+    ``train_lowres``: the low-resolution set of the first ``cfg.lowres_steps`` steps."""
     from tqdm.auto import tqdm
 
     cfg.validate()
+    if cfg.lowres_steps and train_lowres is None:
+        raise ValueError(f"lowres_steps={cfg.lowres_steps} needs a low-resolution latent set (train_lowres)")
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
@@ -164,8 +175,10 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
         start = load_checkpoint(out / "ckpt", model, opt)["step"]
         load_checkpoint(out / "ema", ema, None)
     x_train = normalise(train.latents, latents_mean, latents_std)
+    x_low = normalise(train_lowres.latents, latents_mean, latents_std) if cfg.lowres_steps else None
     x_val = normalise(val.latents, latents_mean, latents_std)[: cfg.val_clips]
-    emb = PromptEmbeddings(pipe, train.prompts + val.prompts, cfg.max_sequence_length)
+    emb = PromptEmbeddings(pipe, train.prompts + val.prompts + (train_lowres.prompts if x_low is not None else []),
+                           cfg.max_sequence_length)
     val_text = emb.batch(val.prompts[: cfg.val_clips])
     val_noise = fixed_validation_draws(len(x_val), tuple(x_val.shape[1:]), VAL_SIGMAS)
     log = open(out / "log.jsonl", "a")
@@ -176,12 +189,14 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
         for g in opt.param_groups:
             g["lr"] = lr_at(cfg, step)
         rng = np.random.default_rng([cfg.seed, step, 2])
-        idx = rng.integers(0, len(train), size=cfg.batch)
-        prompts = [("" if rng.random() < cfg.cfg_dropout else train.prompts[i]) for i in idx]
+        low = step < cfg.lowres_steps
+        source, x_source = (train_lowres, x_low) if low else (train, x_train)
+        idx = rng.integers(0, len(source), size=cfg.lowres_batch if low else cfg.batch)
+        prompts = [("" if rng.random() < cfg.cfg_dropout else source.prompts[i]) for i in idx]
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-        x0 = x_train[torch.from_numpy(idx)]
+        x0 = x_source[torch.from_numpy(idx)]
         noise = torch.randn(x0.shape, generator=gen)
-        sigma = shifted_sigma(torch.rand(cfg.batch, generator=gen), cfg.shift)
+        sigma = shifted_sigma(torch.rand(len(idx), generator=gen), cfg.shift)
         x_t, v = flow_matching_pair(x0, noise, sigma)
         pred = predict(model, x_t, sigma, emb.batch(prompts))
         loss = ((pred - v) ** 2).mean()
