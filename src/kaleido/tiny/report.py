@@ -215,7 +215,8 @@ def main() -> None:  # pragma: no cover
     p.add_argument("--pipeline", default="runs/tiny/pipeline")
     p.add_argument("--docs", default="docs")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--skip", default="", help="comma list of: vae,flow,prompts,samples")
+    p.add_argument("--skip", default="", help="comma list of: vae,flow,words,prompts,samples (skipped parts keep "
+                                                "their figures from the existing results.json)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     skip = set(a.skip.split(",")) - {""}
@@ -223,7 +224,12 @@ def main() -> None:  # pragma: no cover
     (docs / "tiny").mkdir(parents=True, exist_ok=True)
     pipe = WanPipeline.from_pretrained(a.pipeline)
     pipe.set_progress_bar_config(disable=True)
-    report = TinyReport(demo_settings=TINY_DEMO.to_dict())
+    results = docs / "tiny" / "results.json"
+    report = TinyReport()
+    if skip and results.exists():
+        old = json.loads(results.read_text())
+        report = TinyReport(**{k: v for k, v in old.items() if k in TinyReport.__dataclass_fields__})
+    report.demo_settings = TINY_DEMO.to_dict()
     report.pipeline_bytes = sum(f.stat().st_size for f in Path(a.pipeline).rglob("*") if f.is_file())
     if "vae" not in skip:
         measure_vae(pipe, report)
@@ -231,6 +237,7 @@ def main() -> None:  # pragma: no cover
     if "flow" not in skip:
         measure_flow_matching(pipe, run, report, docs / "tiny" / "loss_per_timestep.png")
         print("flow", report.transformer_val_loss, report.linear_val_loss, report.loss_reduction_vs_linear)
+    if "words" not in skip:
         measure_word_use(pipe, run, report)
         print("word use", report.word_use)
     if "prompts" not in skip:
@@ -241,7 +248,7 @@ def main() -> None:  # pragma: no cover
     if "samples" not in skip:
         save_samples(pipe, docs / "samples")
     plot_training_curves(run, docs / "tiny" / "training_curves.png")
-    (docs / "tiny" / "results.json").write_text(json.dumps(report.to_dict(), indent=1))
+    results.write_text(json.dumps(report.to_dict(), indent=1))
     print(json.dumps({k: v for k, v in report.to_dict().items() if k != "prompt_following_cases"}, indent=1))
 
 
