@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 import torch
 from click.testing import CliRunner
 
@@ -108,6 +110,32 @@ def test_recipe_options_direction_groups_trails_and_low_resolution_steps(tmp_pat
     assert [s["direction"] for s in moving] == ["left", "right", "up", "down"]  # one scene, four directions
     log = [json.loads(line) for line in (tmp_path / "run" / "transformer" / "log.jsonl").read_text().splitlines()]
     assert log[-1]["step"] == 2
+    assert np.isfinite(log[-1]["val_direction_swap_gain"])  # the word probe runs on the moving held-out clips
+
+
+def test_direction_swap_gain_is_zero_for_a_model_that_ignores_its_text():
+    from kaleido.tiny.data import ShapeSpec
+    from kaleido.tiny.latents import LatentSet
+    from kaleido.tiny.train_transformer import (VAL_SIGMAS, direction_swap_gain, fixed_validation_draws,
+                                                word_probe_set)
+
+    specs = [ShapeSpec("red", "circle", "moving", "left", "plain").to_dict(), None,
+             ShapeSpec("blue", "square", "growing", None, "plain").to_dict()]
+    val = LatentSet(torch.randn(3, 4, 2, 2, 2), ["p0", "real", "p2"], specs)
+    probe = word_probe_set(val, 3)
+    assert probe == ([0], ["a red circle moving left on a plain background"],
+                     ["a red circle moving right on a plain background"])
+
+    class Emb:  # prompt -> a one-token embedding that differs per prompt
+        def batch(self, prompts):
+            return torch.tensor([[[float(len(p) + ("right" in p))]] for p in prompts])
+
+    noise = fixed_validation_draws(3, (4, 2, 2, 2), VAL_SIGMAS)
+    blind = lambda x, s, t: torch.zeros_like(x)  # noqa: E731
+    assert direction_swap_gain(blind, val.latents, noise, probe, Emb()) == 0.0
+    reads = lambda x, s, t: x * t.mean()  # noqa: E731 - output depends on the text
+    assert direction_swap_gain(reads, val.latents, noise, probe, Emb()) != 0.0
+    assert word_probe_set(LatentSet(torch.zeros(1, 4, 2, 2, 2), ["real"], [None]), 1) is None
 
 
 def test_low_resolution_steps_need_a_low_resolution_set(tmp_path):

@@ -51,6 +51,9 @@ class TransformerTrainConfig:
     log_every: int = 10
     val_every: int = 250
     val_clips: int = 32  # held-out clips scored during training (the report scores more)
+    #: at each validation also log how much the held-out loss of the moving clips rises when their
+    #: direction word is swapped (``val_direction_swap_gain``; ~0: the model ignores the word)
+    word_probe: bool = True
     time_budget_s: float | None = None
     arch: TransformerArch = field(default_factory=TransformerArch)
 
@@ -148,6 +151,30 @@ def validation_loss_per_sigma(predict_fn, x0: torch.Tensor, text: torch.Tensor, 
 
 
 VAL_SIGMAS = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]
+#: the noise levels of the training log's word probe (where a sample's layout is decided)
+PROBE_SIGMAS = [0.75, 0.95]
+
+
+def word_probe_set(val: LatentSet, n: int) -> tuple[list[int], list[str], list[str]] | None:
+    """Moving clips among the first ``n`` held-out ones: (indices, true prompts, prompts with the
+    direction word swapped); ``None`` when there are none."""
+    from kaleido.tiny.evaluate import swapped_prompt
+
+    idx = [i for i, s in enumerate(val.specs[:n]) if s and s.get("motion") == "moving"]
+    if not idx:
+        return None
+    return idx, [swapped_prompt(val.specs[i], None) for i in idx], [swapped_prompt(val.specs[i], "direction") for i in idx]
+
+
+def direction_swap_gain(predict_fn, x_val: torch.Tensor, val_noise: torch.Tensor, probe, emb: "PromptEmbeddings") -> float:
+    """Relative rise of the held-out loss of the probe's clips at ``PROBE_SIGMAS`` when their
+    direction word is swapped (same noise): ``swapped / true - 1``."""
+    idx, true, swapped = probe
+    rows = [VAL_SIGMAS.index(s) for s in PROBE_SIGMAS]
+    x0, noise = x_val[idx], val_noise[rows][:, idx]
+    a = validation_loss_per_sigma(predict_fn, x0, emb.batch(true), PROBE_SIGMAS, noise)
+    b = validation_loss_per_sigma(predict_fn, x0, emb.batch(swapped), PROBE_SIGMAS, noise)
+    return float(np.mean(b) / max(float(np.mean(a)), 1e-12) - 1)
 
 
 def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: LatentSet, pipe, latents_mean, latents_std,
@@ -177,8 +204,9 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
     x_train = normalise(train.latents, latents_mean, latents_std)
     x_low = normalise(train_lowres.latents, latents_mean, latents_std) if cfg.lowres_steps else None
     x_val = normalise(val.latents, latents_mean, latents_std)[: cfg.val_clips]
-    emb = PromptEmbeddings(pipe, train.prompts + val.prompts + (train_lowres.prompts if x_low is not None else []),
-                           cfg.max_sequence_length)
+    probe = word_probe_set(val, cfg.val_clips) if cfg.word_probe else None
+    emb = PromptEmbeddings(pipe, train.prompts + val.prompts + (train_lowres.prompts if x_low is not None else [])
+                           + (probe[1] + probe[2] if probe else []), cfg.max_sequence_length)
     val_text = emb.batch(val.prompts[: cfg.val_clips])
     val_noise = fixed_validation_draws(len(x_val), tuple(x_val.shape[1:]), VAL_SIGMAS)
     log = open(out / "log.jsonl", "a")
@@ -216,6 +244,9 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
             per_sigma = validation_loss_per_sigma(lambda x, s, t: predict(ema, x, s, t), x_val, val_text, VAL_SIGMAS, val_noise)
             record = record or dict(step=step, elapsed_s=round(time.time() - t_start, 1))
             record.update(val_loss=float(np.mean(per_sigma)), val_per_sigma=per_sigma)
+            if probe:
+                record["val_direction_swap_gain"] = direction_swap_gain(
+                    lambda x, s, t: predict(ema, x, s, t), x_val, val_noise, probe, emb)
         if record:
             log.write(json.dumps(record) + "\n")
             log.flush()
