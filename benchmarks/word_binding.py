@@ -106,14 +106,7 @@ def main() -> None:
         sigma = TT.shifted_sigma(torch.rand(len(idx), generator=gen), tc.shift)
         x_t, v = TT.flow_matching_pair(x0, noise, sigma)
         loss = ((pred(model, x_t, sigma, emb.batch(prompts)) - v) ** 2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        with torch.no_grad():
-            d = min(tc.ema_decay, (1 + step) / (10 + step))
-            for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.lerp_(pm, 1 - d)
+        TT.optimiser_step(model, ema, opt, loss, tc.ema_decay, step)
         if (step + 1) % a.probe_every == 0:
             gain = TT.direction_swap_gain(lambda x, s, tx: pred(ema, x, s, tx), x_val, val_noise, probe, emb)
             print(f"step {step + 1}: loss {float(loss.detach()):.4f}, direction-swap gain {100 * gain:+.3f}% "

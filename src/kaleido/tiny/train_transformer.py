@@ -119,6 +119,19 @@ def predict(transformer, x_t: torch.Tensor, sigma: torch.Tensor, text: torch.Ten
     return transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=text, return_dict=False)[0]
 
 
+def optimiser_step(model, ema, opt, loss: torch.Tensor, ema_decay: float, step: int) -> None:
+    """Backward, clip the gradient norm to 1, AdamW step, then move ``ema`` towards ``model``
+    (decay ``min(ema_decay, (1 + step) / (10 + step))``: fast at first)."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    with torch.no_grad():
+        d = min(ema_decay, (1 + step) / (10 + step))
+        for pe, pm in zip(ema.parameters(), model.parameters()):
+            pe.lerp_(pm, 1 - d)
+
+
 def lr_at(cfg: TransformerTrainConfig, step: int) -> float:
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
@@ -228,14 +241,7 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
         x_t, v = flow_matching_pair(x0, noise, sigma)
         pred = predict(model, x_t, sigma, emb.batch(prompts))
         loss = ((pred - v) ** 2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        with torch.no_grad():
-            d = min(cfg.ema_decay, (1 + step) / (10 + step))
-            for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.lerp_(pm, 1 - d)
+        optimiser_step(model, ema, opt, loss, cfg.ema_decay, step)
         record = None
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
             record = dict(step=step, loss=float(loss.detach()), lr=lr_at(cfg, step), elapsed_s=round(time.time() - t_start, 1))
