@@ -36,6 +36,19 @@ def test_direction_groups_show_one_scene_in_every_direction():
         D.direction_group_batch(np.random.default_rng(1), 4, 9, 32, moving_fraction=1.5)
 
 
+def test_trail_reaches_both_procedural_samplers():
+    from kaleido.tiny.latents import make_clips
+
+    for fraction in (None, 1.0):  # independent clips, direction groups
+        plain = make_clips(8, 0, "train", 3, num_frames=9, size=32, moving_fraction=fraction)
+        trail = make_clips(8, 0, "train", 3, num_frames=9, size=32, moving_fraction=fraction, trail=True)
+        assert plain[1] == trail[1]  # same draws
+        moving = [i for i, s in enumerate(plain[2]) if s["motion"] == "moving"]
+        assert moving and all(not np.array_equal(plain[0][i], trail[0][i]) for i in moving)
+        still = [i for i, s in enumerate(plain[2]) if s["motion"] != "moving"]
+        assert all(np.array_equal(plain[0][i], trail[0][i]) for i in still)
+
+
 def test_swapped_prompt_changes_exactly_one_word():
     from kaleido.tiny.evaluate import swapped_prompt
 

@@ -156,8 +156,9 @@ def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int
     """Render one procedural clip.
 
     ``trail``: a moving object leaves a short fading trail - copies of itself where it was
-    ``TRAIL_SPACING_FRAMES``, twice and three times that many frames before, opacity ``TRAIL_ALPHAS`` - like a streak in a long exposure,
-    so that each frame, not only the sequence, shows which way the object goes.
+    ``TRAIL_SPACING_FRAMES``, twice and three times that many frames before, opacity
+    ``TRAIL_ALPHAS`` - like a streak in a long exposure, so that each frame, not only the
+    sequence, shows which way the object goes.
 
     Returns ``(clip, centroids)``: clip ``(T, H, W, 3)`` float32 in [-1, 1]; centroids ``(T, 2)``
     the true (x, y) pixel centre of the object in each frame (without its trail).
@@ -204,10 +205,11 @@ def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int
     return frames * 2 - 1, centroids
 
 
-def procedural_batch(rng: np.random.Generator, batch: int, num_frames: int, size: int):
-    """``batch`` random procedural clips: ``(clips (B, T, H, W, 3), prompts, specs)``."""
+def procedural_batch(rng: np.random.Generator, batch: int, num_frames: int, size: int, trail: bool = False):
+    """``batch`` random procedural clips: ``(clips (B, T, H, W, 3), prompts, specs)``; ``trail``:
+    see ``render_clip``."""
     specs = [random_spec(rng) for _ in range(batch)]
-    clips = [render_clip(s, num_frames, size, seed=int(rng.integers(2**31)))[0] for s in specs]
+    clips = [render_clip(s, num_frames, size, seed=int(rng.integers(2**31)), trail=trail)[0] for s in specs]
     return np.stack(clips), [s.prompt for s in specs], specs
 
 
@@ -219,8 +221,8 @@ def direction_group_batch(rng: np.random.Generator, batch: int, num_frames: int,
     render seed, so the four clips differ only in where the object goes and the one word of the
     prompt that says so: the set is balanced over directions, and the direction word is the only
     thing that tells those clips apart. Rotating and growing draws come once. ``trail``: see
-    ``render_clip``. Returns exactly
-    ``batch`` clips (the last group is cut short if it does not fit).
+    ``render_clip``. Returns exactly ``batch`` clips (the last group is cut short if it does
+    not fit).
     """
     specs, seeds = [], []
     while len(specs) < batch:

@@ -45,14 +45,14 @@ def make_clips(n_procedural: int, n_real: int, split: str, seed: int, num_frames
     """Clips ``(N, T, H, W, 3)`` in [-1, 1], prompts and specs; ``split`` picks the real frames used.
 
     ``moving_fraction=None``: independent random procedural clips (``data.procedural_batch``);
-    a number: direction groups with that share of moving draws (``data.direction_group_batch``,
-    moving objects with a trail when ``trail``).
+    a number: direction groups with that share of moving draws (``data.direction_group_batch``).
+    ``trail``: moving objects leave a trail, in either case.
     """
     rng = np.random.default_rng([seed, 7 if split == "train" else 8])
     clips, prompts, specs = [], [], []
     if n_procedural:
         if moving_fraction is None:
-            c, p, s = D.procedural_batch(rng, n_procedural, num_frames, size)
+            c, p, s = D.procedural_batch(rng, n_procedural, num_frames, size, trail)
         else:
             c, p, s = D.direction_group_batch(rng, n_procedural, num_frames, size, moving_fraction, trail)
         clips.append(c)
