@@ -27,6 +27,10 @@ class LatentSet:
     def __len__(self) -> int:
         return len(self.prompts)
 
+    def moving(self) -> list[int]:
+        """Indices of the procedural clips whose object moves in a named direction."""
+        return [i for i, s in enumerate(self.specs) if s and s.get("motion") == "moving"]
+
     def save(self, path_stem: str | Path) -> None:
         path_stem = Path(path_stem)
         path_stem.parent.mkdir(parents=True, exist_ok=True)

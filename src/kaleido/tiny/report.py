@@ -103,7 +103,7 @@ def measure_word_use(pipe, run: Path, report: TinyReport, n_clips: int = 32) -> 
     """Held-out loss of up to ``n_clips`` moving clips with the true prompt, the direction word
     swapped and the colour word swapped (``evaluate.swapped_prompt``), same noise for all three."""
     val = LatentSet.load(run / "latents" / "val")
-    idx = [i for i, s in enumerate(val.specs) if s and s["motion"] == "moving"][:n_clips]
+    idx = val.moving()[:n_clips]
     if not idx:
         raise ValueError(f"{run / 'latents' / 'val'} has no moving procedural clips to measure word use on")
     x0 = normalise(val.latents[idx], pipe.vae.config.latents_mean, pipe.vae.config.latents_std)

@@ -173,7 +173,7 @@ def word_probe_set(val: LatentSet, n: int) -> tuple[list[int], list[str], list[s
     direction word swapped); ``None`` when there are none."""
     from kaleido.tiny.evaluate import swapped_prompt
 
-    idx = [i for i, s in enumerate(val.specs[:n]) if s and s.get("motion") == "moving"]
+    idx = [i for i in val.moving() if i < n]
     if not idx:
         return None
     return idx, [swapped_prompt(val.specs[i], None) for i in idx], [swapped_prompt(val.specs[i], "direction") for i in idx]
