@@ -138,6 +138,19 @@ def test_direction_swap_gain_is_zero_for_a_model_that_ignores_its_text():
     assert word_probe_set(LatentSet(torch.zeros(1, 4, 2, 2, 2), ["real"], [None]), 1) is None
 
 
+def test_word_probe_without_moving_held_out_clips_says_so(tmp_path):
+    import pytest
+
+    from kaleido.cli.train_tiny import make_config
+    from kaleido.tiny.train import run_training
+
+    torch.set_num_threads(1)
+    cfg = make_config("smoke", str(tmp_path / "run"), 0, None, None, None)
+    cfg.n_val_procedural, cfg.moving_fraction = 1, 0.0  # the only procedural held-out clip rotates or grows
+    with pytest.warns(UserWarning, match="val_direction_swap_gain"):
+        run_training(cfg, progress=False)
+
+
 def test_low_resolution_steps_need_a_low_resolution_set(tmp_path):
     import pytest
 

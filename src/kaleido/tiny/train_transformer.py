@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -218,6 +219,9 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
     x_low = normalise(train_lowres.latents, latents_mean, latents_std) if cfg.lowres_steps else None
     x_val = normalise(val.latents, latents_mean, latents_std)[: cfg.val_clips]
     probe = word_probe_set(val, cfg.val_clips) if cfg.word_probe else None
+    if cfg.word_probe and probe is None:
+        warnings.warn(f"word_probe: none of the first {cfg.val_clips} held-out clips moves, so the log will have no "
+                      "val_direction_swap_gain; add moving procedural clips to the held-out set", stacklevel=2)
     emb = PromptEmbeddings(pipe, train.prompts + val.prompts + (train_lowres.prompts if x_low is not None else [])
                            + (probe[1] + probe[2] if probe else []), cfg.max_sequence_length)
     val_text = emb.batch(val.prompts[: cfg.val_clips])
