@@ -46,6 +46,9 @@ class TransformerTrainConfig:
     #: shift of the training sigmas (the shipped recipe: the sampler's); a larger one puts more
     #: steps at high noise, where a sample's layout - and so the object's path - is decided
     shift: float = SCHEDULER_SHIFT
+    #: probability that a training sample draws one noise level per latent frame instead of one
+    #: for the clip (``training_sigmas``; 0 = the plain flow matching the sampler integrates)
+    frame_noise: float = 0.0
     max_sequence_length: int = TINY_TEXT_TOKENS
     seed: int = 0
     ckpt_every: int = 100
@@ -66,6 +69,8 @@ class TransformerTrainConfig:
                              f"0 <= lowres_steps <= steps ({self.steps}) and lowres_batch >= 1")
         if not 0.0 <= self.cfg_dropout < 1.0:
             raise ValueError(f"cfg_dropout={self.cfg_dropout} must be in [0, 1)")
+        if not 0.0 <= self.frame_noise <= 1.0:
+            raise ValueError(f"frame_noise={self.frame_noise} must be in [0, 1] (a probability per sample)")
         if self.shift <= 0:
             raise ValueError(f"shift={self.shift} must be > 0 (1 = uniform sigmas)")
         if not 0.0 <= self.ema_decay < 1.0:
@@ -110,13 +115,44 @@ def shifted_sigma(u: torch.Tensor, shift: float) -> torch.Tensor:
     return shift * u / (1 + (shift - 1) * u)
 
 
+def training_sigmas(gen: torch.Generator, batch: int, frames: int, shift: float, frame_noise: float) -> torch.Tensor:
+    """Noise levels of one training batch, ``(B, frames)`` (one per latent frame).
+
+    A sample gets one shifted-uniform sigma for all its frames, except with probability
+    ``frame_noise``, when each latent frame draws its own (diffusion forcing; Wan 2.2 TI2V trains
+    its conditioning frame the same way, with per-token timesteps). Such a sample shows some
+    frames clearer than others, so the prompt's direction word says where the object is in the
+    noisier frames - far more of the loss than it explains when all frames are equally noisy."""
+    sigma = shifted_sigma(torch.rand(batch, 1, generator=gen), shift).expand(batch, frames).clone()
+    if frame_noise:
+        own = torch.rand(batch, generator=gen) < frame_noise
+        per_frame = shifted_sigma(torch.rand(batch, frames, generator=gen), shift)
+        sigma[own] = per_frame[own]
+    return sigma
+
+
+def _sigma_view(sigma: torch.Tensor) -> torch.Tensor:
+    """sigma ``(B,)`` or ``(B, T)`` -> broadcastable against ``(B, C, T, H, W)``."""
+    return sigma.view(-1, 1, 1, 1, 1) if sigma.ndim == 1 else sigma[:, None, :, None, None]
+
+
 def flow_matching_pair(x0: torch.Tensor, noise: torch.Tensor, sigma: torch.Tensor):
-    """``(x_sigma, v_target)`` for sigma ``(B,)``."""
-    s = sigma.view(-1, 1, 1, 1, 1)
+    """``(x_sigma, v_target)`` for sigma ``(B,)`` or per latent frame ``(B, T)``."""
+    s = _sigma_view(sigma)
     return (1 - s) * x0 + s * noise, noise - x0
 
 
 def predict(transformer, x_t: torch.Tensor, sigma: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+    """The model's velocity; sigma ``(B,)``, or ``(B, T)`` per latent frame, passed as per-token
+    timesteps (``(B, tokens)``, diffusers' Wan 2.2 convention) - a batch whose frames all share
+    one sigma takes the ``(B,)`` path, the one ``WanPipeline`` samples with."""
+    if sigma.ndim == 2:
+        if bool((sigma == sigma[:, :1]).all()):
+            sigma = sigma[:, 0]
+        else:
+            p_t, p_h, p_w = transformer.config.patch_size
+            h, w = x_t.shape[-2:]
+            sigma = sigma[:, ::p_t][:, :, None].expand(-1, -1, (h // p_h) * (w // p_w)).reshape(len(sigma), -1)
     return transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=text, return_dict=False)[0]
 
 
@@ -241,7 +277,7 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
         x0 = x_source[torch.from_numpy(idx)]
         noise = torch.randn(x0.shape, generator=gen)
-        sigma = shifted_sigma(torch.rand(len(idx), generator=gen), cfg.shift)
+        sigma = training_sigmas(gen, len(idx), x0.shape[2], cfg.shift, cfg.frame_noise)
         x_t, v = flow_matching_pair(x0, noise, sigma)
         pred = predict(model, x_t, sigma, emb.batch(prompts))
         loss = ((pred - v) ** 2).mean()
