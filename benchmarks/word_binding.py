@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("--shift", type=float, default=3.0)
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--trail", action="store_true")
+    ap.add_argument("--pan", action="store_true", help="tracking camera: the background slides against the motion")
+    ap.add_argument("--frame-noise", type=float, default=0.0,
+                    help="probability that a sample draws one noise level per latent frame (diffusion forcing)")
     ap.add_argument("--coords", action="store_true", help="diagnostic: absolute (x, y) input channels")
     ap.add_argument("--n-train", type=int, default=1200, help="procedural training clips (+100 real)")
     ap.add_argument("--probe-every", type=int, default=250)
@@ -60,7 +63,7 @@ def main() -> None:
     vae = load_trained_vae(cfg)
     vae.register_to_config(**stats)
     t0 = time.perf_counter()
-    kw = dict(num_frames=17, size=a.size, moving_fraction=0.85, trail=a.trail, progress=False)
+    kw = dict(num_frames=17, size=a.size, moving_fraction=0.85, trail=a.trail, pan=a.pan, progress=False)
     train = build_latent_set(vae, a.n_train, 100, "train", 0, **kw)
     val = build_latent_set(vae, 64, 16, "heldout", 1, **kw)
     print(f"encoded {len(train)} + {len(val)} clips at {a.size} px in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -103,13 +106,28 @@ def main() -> None:
         gen = torch.Generator().manual_seed(step)
         x0 = x_train[torch.from_numpy(idx)]
         noise = torch.randn(x0.shape, generator=gen)
-        sigma = TT.shifted_sigma(torch.rand(len(idx), generator=gen), tc.shift)
+        sigma = TT.training_sigmas(gen, len(idx), x0.shape[2], tc.shift, a.frame_noise)
         x_t, v = TT.flow_matching_pair(x0, noise, sigma)
         loss = ((pred(model, x_t, sigma, emb.batch(prompts)) - v) ** 2).mean()
         TT.optimiser_step(model, ema, opt, loss, tc.ema_decay, step)
         if (step + 1) % a.probe_every == 0:
             gain = TT.direction_swap_gain(lambda x, s, tx: pred(ema, x, s, tx), x_val, val_noise, probe, emb)
-            print(f"step {step + 1}: loss {float(loss.detach()):.4f}, direction-swap gain {100 * gain:+.3f}% "
+            extra = ""
+            if a.frame_noise:  # the same probe with the first latent frame clean: the word then fixes the path
+                idx_p, true_p, swap_p = probe
+                rows = [TT.VAL_SIGMAS.index(s) for s in TT.PROBE_SIGMAS]
+                lo = []
+                for tx in (true_p, swap_p):
+                    tot = 0.0
+                    for r, s in zip(rows, TT.PROBE_SIGMAS):
+                        sig = torch.full((len(idx_p), x_val.shape[2]), s)
+                        sig[:, 0] = 0.0
+                        xt, vv = TT.flow_matching_pair(x_val[idx_p], val_noise[r][idx_p], sig)
+                        with torch.no_grad():
+                            tot += float(((pred(ema, xt, sig, emb.batch(tx)) - vv)[:, :, 1:] ** 2).mean())
+                    lo.append(tot)
+                extra = f", first-frame-clean gain {100 * (lo[1] / lo[0] - 1):+.3f}%"
+            print(f"step {step + 1}: loss {float(loss.detach()):.4f}, direction-swap gain {100 * gain:+.3f}%{extra} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
         if time.perf_counter() - t0 > a.budget_s:
             break

@@ -49,6 +49,30 @@ def test_trail_reaches_both_procedural_samplers():
         assert all(np.array_equal(plain[0][i], trail[0][i]) for i in still)
 
 
+def test_pan_slides_the_background_against_the_motion_and_keeps_the_object_path():
+    ramp = np.tile(np.arange(40, dtype=np.float32), (40, 1))[..., None]  # value = canvas x
+    start = D._panned_background(ramp, 32, 1.0, 0.0, 0.0)
+    later = D._panned_background(ramp, 32, 1.0, 0.0, 2.5)
+    assert np.allclose(later, start + 2.5)  # camera moved right 2.5 px: what was at x + 2.5 is now at x
+    assert np.allclose(D._panned_background(ramp, 32, -1.0, 0.0, 2.5), D._panned_background(ramp, 32, -1.0, 0.0, 0.0) - 2.5)
+    assert np.allclose(D._panned_background(ramp, 32, 0.0, 1.0, 3.0), D._panned_background(ramp, 32, 0.0, 1.0, 0.0))
+
+    spec = D.ShapeSpec("red", "square", "moving", "left", "striped")
+    still_cam, c0 = D.render_clip(spec, 17, 64, seed=5)
+    panned, c1 = D.render_clip(spec, 17, 64, seed=5, pan=True)
+    assert np.array_equal(c0, c1)  # same object path on screen
+    assert not np.array_equal(still_cam, panned)
+    assert check_prompt_following((panned + 1) / 2, "red", "left").ok
+    for fraction in (None, 1.0):  # both samplers; rotating and growing clips have a still camera
+        from kaleido.tiny.latents import make_clips
+
+        plain = make_clips(8, 0, "train", 3, num_frames=9, size=32, moving_fraction=fraction)
+        pan = make_clips(8, 0, "train", 3, num_frames=9, size=32, moving_fraction=fraction, pan=True)
+        assert plain[1] == pan[1]
+        for i, sp in enumerate(plain[2]):
+            assert np.array_equal(plain[0][i], pan[0][i]) == (sp["motion"] != "moving")
+
+
 def test_swapped_prompt_changes_exactly_one_word():
     from kaleido.tiny.evaluate import swapped_prompt
 

@@ -161,3 +161,46 @@ def test_low_resolution_steps_need_a_low_resolution_set(tmp_path):
         train_transformer(cfg, None, None, None, None, None)
     with pytest.raises(ValueError, match="lowres_steps"):
         TransformerTrainConfig(steps=4, lowres_steps=5).validate()
+
+
+def test_training_sigmas_share_one_level_per_clip_unless_frame_noise():
+    from kaleido.tiny.train_transformer import shifted_sigma, training_sigmas
+
+    plain = training_sigmas(torch.Generator().manual_seed(3), 64, 5, 2.0, 0.0)
+    assert plain.shape == (64, 5) and bool((plain == plain[:, :1]).all())
+    # frame_noise 0 draws exactly what one sigma per clip drew before the option existed
+    assert torch.equal(plain[:, 0], shifted_sigma(torch.rand(64, 1, generator=torch.Generator().manual_seed(3)), 2.0)[:, 0])
+    mixed = training_sigmas(torch.Generator().manual_seed(3), 400, 5, 2.0, 0.5)
+    own = ~(mixed == mixed[:, :1]).all(1)
+    assert 0.4 < float(own.float().mean()) < 0.6  # about half the clips draw a level per frame
+    assert bool(((mixed > 0) & (mixed < 1)).all())
+    assert bool((~(training_sigmas(torch.Generator(), 8, 5, 2.0, 1.0) == 0).any()))
+
+
+def test_per_frame_sigmas_reach_each_frames_tokens():
+    """One level for all frames takes the sampler's (B,) path exactly; different levels change the
+    prediction; flow_matching_pair noises each latent frame at its own level."""
+    from kaleido.tiny.build import TransformerArch, build_transformer
+    from kaleido.tiny.train_transformer import flow_matching_pair, predict
+
+    torch.manual_seed(0)
+    model = build_transformer(TransformerArch(num_layers=1, ffn_dim=32), text_dim=8, z_dim=4, seed=0).eval()
+    x = torch.randn(1, 4, 3, 4, 4)
+    text = torch.randn(1, 5, 8)
+    same = predict(model, x, torch.full((1, 3), 0.4), text)
+    assert torch.equal(same, predict(model, x, torch.tensor([0.4]), text))
+    per_frame = predict(model, x, torch.tensor([[0.1, 0.5, 0.9]]), text)
+    assert not torch.allclose(per_frame, same)
+    x0, noise = torch.randn(2, 4, 3, 4, 4), torch.randn(2, 4, 3, 4, 4)
+    x_t, v = flow_matching_pair(x0, noise, torch.tensor([[0.0, 0.5, 1.0], [0.2, 0.2, 0.2]]))
+    assert torch.allclose(x_t[0, :, 0], x0[0, :, 0]) and torch.allclose(x_t[0, :, 2], noise[0, :, 2])
+    assert torch.allclose(x_t[1], 0.8 * x0[1] + 0.2 * noise[1]) and torch.equal(v, noise - x0)
+
+
+def test_frame_noise_must_be_a_probability():
+    import pytest
+
+    from kaleido.tiny.train_transformer import TransformerTrainConfig
+
+    with pytest.raises(ValueError, match="frame_noise"):
+        TransformerTrainConfig(frame_noise=1.5).validate()

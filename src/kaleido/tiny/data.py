@@ -151,9 +151,35 @@ TRAIL_ALPHAS = (0.45, 0.3, 0.15)
 TRAIL_SPACING_FRAMES = 3
 
 
+#: range of the background's on-screen travel under a tracking camera (``render_clip(pan=True)``), x clip size
+PAN_TRAVEL = (0.15, 0.3)
+
+
+def _panned_background(bg_canvas: np.ndarray, size: int, dx: float, dy: float, shift: float) -> np.ndarray:
+    """The ``size`` x ``size`` view of a larger background whose content has moved ``shift`` pixels
+    against (dx, dy) - what a camera panning along (dx, dy) sees; linear between whole pixels."""
+    pad = bg_canvas.shape[0] - size
+    ox, oy = pad / 2 + dx * (shift - pad / 2), pad / 2 + dy * (shift - pad / 2)
+
+    def crop(x: int, y: int) -> np.ndarray:
+        return bg_canvas[y : y + size, x : x + size]
+
+    x0, y0 = int(math.floor(ox)), int(math.floor(oy))
+    ax, ay = ox - x0, oy - y0
+    x1, y1 = min(x0 + 1, pad), min(y0 + 1, pad)
+    top = (1 - ax) * crop(x0, y0) + ax * crop(x1, y0)
+    bottom = (1 - ax) * crop(x0, y1) + ax * crop(x1, y1)
+    return (1 - ay) * top + ay * bottom
+
+
 def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int = 0,
-                trail: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                trail: bool = False, pan: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Render one procedural clip.
+
+    ``pan``: a moving object is filmed by a camera that partly tracks it - the background slides
+    ``PAN_TRAVEL`` x size against the object's direction over the clip while the object still
+    moves its full travel along it on screen (a tracking shot), so the direction shows in every
+    background pixel, not only in the object's.
 
     ``trail``: a moving object leaves a short fading trail - copies of itself where it was
     ``TRAIL_SPACING_FRAMES``, twice and three times that many frames before, opacity
@@ -183,6 +209,10 @@ def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int
     else:
         dx = dy = 0.0
         x0, y0 = rng.uniform(margin * 1.6, size - margin * 1.6, size=2)
+    panning = pan and spec.motion == "moving"
+    if panning:
+        pan_px = size * rng.uniform(*PAN_TRAVEL)
+        bg_canvas = _background(spec.background, size + int(math.ceil(pan_px)) + 1, rng)
     spin = rng.choice([-1, 1]) * rng.uniform(0.08, 0.16) if spec.motion == "rotating" else 0.0
     grow = rng.uniform(1.6, 2.0) if spec.motion == "growing" else 1.0
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) + 0.5
@@ -200,27 +230,30 @@ def render_clip(spec: ShapeSpec, num_frames: int = 17, size: int = 64, seed: int
                 back = _smoothstep_edge(_shape_distance(spec.shape, xx, yy, cx - dx * step * k, cy - dy * step * k,
                                                         radius, angle))[..., None]
                 cov = np.maximum(cov, alpha * back)
+        if panning:  # the camera moves along (dx, dy): the background slides the other way
+            bg = _panned_background(bg_canvas, size, dx, dy, pan_px * f)
         frames[t] = bg * (1 - cov) + colour * cov
         centroids[t] = (cx, cy)
     return frames * 2 - 1, centroids
 
 
-def procedural_batch(rng: np.random.Generator, batch: int, num_frames: int, size: int, trail: bool = False):
-    """``batch`` random procedural clips: ``(clips (B, T, H, W, 3), prompts, specs)``; ``trail``:
-    see ``render_clip``."""
+def procedural_batch(rng: np.random.Generator, batch: int, num_frames: int, size: int, trail: bool = False,
+                     pan: bool = False):
+    """``batch`` random procedural clips: ``(clips (B, T, H, W, 3), prompts, specs)``; ``trail``,
+    ``pan``: see ``render_clip``."""
     specs = [random_spec(rng) for _ in range(batch)]
-    clips = [render_clip(s, num_frames, size, seed=int(rng.integers(2**31)), trail=trail)[0] for s in specs]
+    clips = [render_clip(s, num_frames, size, seed=int(rng.integers(2**31)), trail=trail, pan=pan)[0] for s in specs]
     return np.stack(clips), [s.prompt for s in specs], specs
 
 
 def direction_group_batch(rng: np.random.Generator, batch: int, num_frames: int, size: int,
-                          moving_fraction: float = 0.85, trail: bool = False):
+                          moving_fraction: float = 0.85, trail: bool = False, pan: bool = False):
     """Like ``procedural_batch``, but each moving scene comes four times, once per direction.
 
     A moving draw is rendered in every direction with the same colour, shape, background and
     render seed, so the four clips differ only in where the object goes and the one word of the
     prompt that says so: the set is balanced over directions, and the direction word is the only
-    thing that tells those clips apart. Rotating and growing draws come once. ``trail``: see
+    thing that tells those clips apart. Rotating and growing draws come once. ``trail``, ``pan``: see
     ``render_clip``. Returns exactly ``batch`` clips (the last group is cut short if it does
     not fit).
     """
@@ -232,7 +265,7 @@ def direction_group_batch(rng: np.random.Generator, batch: int, num_frames: int,
         specs += group
         seeds += [seed] * len(group)
     specs, seeds = specs[:batch], seeds[:batch]
-    clips = [render_clip(s, num_frames, size, seed=k, trail=trail)[0] for s, k in zip(specs, seeds)]
+    clips = [render_clip(s, num_frames, size, seed=k, trail=trail, pan=pan)[0] for s, k in zip(specs, seeds)]
     return np.stack(clips), [s.prompt for s in specs], specs
 
 

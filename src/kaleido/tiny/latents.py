@@ -45,20 +45,20 @@ class LatentSet:
 
 
 def make_clips(n_procedural: int, n_real: int, split: str, seed: int, num_frames: int = 17, size: int = 64,
-               moving_fraction: float | None = None, trail: bool = False):
+               moving_fraction: float | None = None, trail: bool = False, pan: bool = False):
     """Clips ``(N, T, H, W, 3)`` in [-1, 1], prompts and specs; ``split`` picks the real frames used.
 
     ``moving_fraction=None``: independent random procedural clips (``data.procedural_batch``);
     a number: direction groups with that share of moving draws (``data.direction_group_batch``).
-    ``trail``: moving objects leave a trail, in either case.
+    ``trail``: moving objects leave a trail; ``pan``: a tracking camera (``data.render_clip``); in either case.
     """
     rng = np.random.default_rng([seed, 7 if split == "train" else 8])
     clips, prompts, specs = [], [], []
     if n_procedural:
         if moving_fraction is None:
-            c, p, s = D.procedural_batch(rng, n_procedural, num_frames, size, trail)
+            c, p, s = D.procedural_batch(rng, n_procedural, num_frames, size, trail, pan)
         else:
-            c, p, s = D.direction_group_batch(rng, n_procedural, num_frames, size, moving_fraction, trail)
+            c, p, s = D.direction_group_batch(rng, n_procedural, num_frames, size, moving_fraction, trail, pan)
         clips.append(c)
         prompts += p
         specs += [x.to_dict() for x in s]
@@ -82,7 +82,7 @@ def encode_clips(vae, clips: np.ndarray, batch: int = 16) -> torch.Tensor:
 
 def build_latent_set(vae, n_procedural: int, n_real: int, split: str, seed: int, progress: bool = True,
                      num_frames: int = 17, size: int = 64, moving_fraction: float | None = None,
-                     trail: bool = False) -> LatentSet:
+                     trail: bool = False, pan: bool = False) -> LatentSet:
     from tqdm.auto import tqdm
 
     chunks, prompts, specs = [], [], []
@@ -94,7 +94,7 @@ def build_latent_set(vae, n_procedural: int, n_real: int, split: str, seed: int,
         n = min(per, total - start)
         n_r = min(max(0, start + n - n_procedural), n)
         n_p = n - n_r
-        clips, p, s = make_clips(n_p, n_r, split, seed * 1000 + k, num_frames, size, moving_fraction, trail)
+        clips, p, s = make_clips(n_p, n_r, split, seed * 1000 + k, num_frames, size, moving_fraction, trail, pan)
         chunks.append(encode_clips(vae, clips))
         prompts += p
         specs += s

@@ -39,6 +39,8 @@ class TinyTrainConfig:
     moving_fraction: float | None = None
     #: moving objects of the transformer's clips leave a fading trail (``data.render_clip``)
     trail: bool = False
+    #: moving objects of the transformer's clips are filmed by a tracking camera (``data.render_clip``)
+    pan: bool = False
     #: clip size of the low-resolution set the transformer's first ``lowres_steps`` steps use
     lowres_size: int = 32
     n_val_procedural: int = 64
@@ -85,7 +87,8 @@ def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[L
     stats_file = root / "stats.json"
     if stats_file.exists():
         return LatentSet.load(root / "train"), LatentSet.load(root / "val"), json.loads(stats_file.read_text())
-    kw = dict(num_frames=cfg.clip_frames, size=cfg.clip_size, moving_fraction=cfg.moving_fraction, trail=cfg.trail)
+    kw = dict(num_frames=cfg.clip_frames, size=cfg.clip_size, moving_fraction=cfg.moving_fraction, trail=cfg.trail,
+              pan=cfg.pan)
     train = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress, **kw)
     val = build_latent_set(vae, cfg.n_val_procedural, cfg.n_val_real, "heldout", cfg.seed + 1, progress, **kw)
     mean, std = channel_stats(train.latents)
@@ -106,7 +109,7 @@ def prepare_lowres_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> 
         return LatentSet.load(stem)
     low = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress,
                            num_frames=cfg.clip_frames, size=cfg.lowres_size, moving_fraction=cfg.moving_fraction,
-                           trail=cfg.trail)
+                           trail=cfg.trail, pan=cfg.pan)
     low.save(stem)
     return low
 
