@@ -9,9 +9,12 @@ prints the word use (``report.measure_word_use``) and the prompt check on the 12
 prompts x 2 seeds at ``--size``.
 
 Knobs: ``--size`` (clip side: 32 = 5x8x8 latents, ~6x cheaper steps than 64), ``--trail``,
-``--shift``, ``--heads``; ``--coords`` is a diagnostic that cannot ship: two extra input channels
-with each token's absolute (x, y), to test whether translation equivariance (RoPE-only
-positions) is what keeps the word unbound.  The model card's runs ("What still fails") used
+``--pan`` (tracking camera), ``--frame-noise P`` (per-frame noise levels; also logs the probe
+with the first latent frame clean), ``--shift``, ``--heads``. Diagnostics that cannot ship:
+``--coords``, two extra input channels with each token's absolute (x, y), to test whether
+translation equivariance (RoPE-only positions) is what keeps the word unbound; ``--plain``,
+plain backgrounds and moving objects only, so that direction is most of what is left to learn
+(the evaluation prompts' other backgrounds are then unseen words).  The model card's runs ("What still fails") used
 this training loop and these knobs.
 
 Run: ``OMP_WAIT_POLICY=PASSIVE python benchmarks/word_binding.py --run runs/tiny2 --size 32 --budget-s 480``.
@@ -42,6 +45,8 @@ def main() -> None:
     ap.add_argument("--pan", action="store_true", help="tracking camera: the background slides against the motion")
     ap.add_argument("--frame-noise", type=float, default=0.0,
                     help="probability that a sample draws one noise level per latent frame (diffusion forcing)")
+    ap.add_argument("--plain", action="store_true",
+                    help="diagnostic: plain backgrounds and moving objects only, so direction is most of what is left to learn")
     ap.add_argument("--coords", action="store_true", help="diagnostic: absolute (x, y) input channels")
     ap.add_argument("--n-train", type=int, default=1200, help="procedural training clips (+100 real)")
     ap.add_argument("--probe-every", type=int, default=250)
@@ -63,7 +68,12 @@ def main() -> None:
     vae = load_trained_vae(cfg)
     vae.register_to_config(**stats)
     t0 = time.perf_counter()
-    kw = dict(num_frames=17, size=a.size, moving_fraction=0.85, trail=a.trail, pan=a.pan, progress=False)
+    fraction = 0.85
+    if a.plain:
+        from kaleido.tiny import data as D
+
+        D.BACKGROUNDS, fraction = ("plain",), 1.0
+    kw = dict(num_frames=17, size=a.size, moving_fraction=fraction, trail=a.trail, pan=a.pan, progress=False)
     train = build_latent_set(vae, a.n_train, 100, "train", 0, **kw)
     val = build_latent_set(vae, 64, 16, "heldout", 1, **kw)
     print(f"encoded {len(train)} + {len(val)} clips at {a.size} px in {time.perf_counter() - t0:.0f} s", flush=True)

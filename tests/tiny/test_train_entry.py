@@ -92,15 +92,16 @@ def test_code_weight_decays_to_zero_and_needs_12_latent_channels():
 
 
 def test_recipe_options_direction_groups_trails_and_low_resolution_steps(tmp_path):
-    """The options the shipped recipe leaves off (moving_fraction, trail, lowres_steps) run end to end."""
+    """The options the shipped recipe leaves off (moving_fraction, trail, pan, lowres_steps,
+    frame_noise) run end to end."""
     from kaleido.cli.train_tiny import make_config
     from kaleido.tiny.latents import LatentSet
     from kaleido.tiny.train import run_training
 
     torch.set_num_threads(1)
     cfg = make_config("smoke", str(tmp_path / "run"), 0, None, None, None)
-    cfg.moving_fraction, cfg.trail, cfg.lowres_size = 1.0, True, 16
-    cfg.transformer.lowres_steps, cfg.transformer.lowres_batch = 2, 3
+    cfg.moving_fraction, cfg.trail, cfg.pan, cfg.lowres_size = 1.0, True, True, 16
+    cfg.transformer.lowres_steps, cfg.transformer.lowres_batch, cfg.transformer.frame_noise = 2, 3, 1.0
     run_training(cfg, progress=False)
     train = LatentSet.load(tmp_path / "run" / "latents" / "train")
     low = LatentSet.load(tmp_path / "run" / "latents" / "train_lowres")

@@ -3,7 +3,8 @@
 Flow matching as the shipped ``FlowMatchEulerDiscreteScheduler`` integrates it:
 ``x_sigma = (1 - sigma) x0 + sigma eps``, target ``v = eps - x0``, model input timestep
 ``1000 sigma``; training sigmas are ``shift u / (1 + (shift - 1) u)`` with ``u ~ U(0, 1)``
-(by default the sampler's shift, ``SCHEDULER_SHIFT``). Latents are normalised per channel with the statistics the
+(by default the sampler's shift, ``SCHEDULER_SHIFT``); with ``frame_noise`` some samples draw one
+sigma per latent frame (``training_sigmas``). Latents are normalised per channel with the statistics the
 VAE config stores (``latents_mean`` / ``latents_std``), exactly as ``WanPipeline`` undoes it.
 Text conditioning: the pipeline's own ``encode_prompt`` (``max_sequence_length`` =
 ``TINY_TEXT_TOKENS``, the length the demo settings generate with; frozen UMT5), with the prompt replaced by ``""`` ``cfg_dropout`` of the time, for classifier-free guidance.
