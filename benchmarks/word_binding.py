@@ -124,19 +124,9 @@ def main() -> None:
             gain = TT.direction_swap_gain(lambda x, s, tx: pred(ema, x, s, tx), x_val, val_noise, probe, emb)
             extra = ""
             if a.frame_noise:  # the same probe with the first latent frame clean: the word then fixes the path
-                idx_p, true_p, swap_p = probe
-                rows = [TT.VAL_SIGMAS.index(s) for s in TT.PROBE_SIGMAS]
-                lo = []
-                for tx in (true_p, swap_p):
-                    tot = 0.0
-                    for r, s in zip(rows, TT.PROBE_SIGMAS):
-                        sig = torch.full((len(idx_p), x_val.shape[2]), s)
-                        sig[:, 0] = 0.0
-                        xt, vv = TT.flow_matching_pair(x_val[idx_p], val_noise[r][idx_p], sig)
-                        with torch.no_grad():
-                            tot += float(((pred(ema, xt, sig, emb.batch(tx)) - vv)[:, :, 1:] ** 2).mean())
-                    lo.append(tot)
-                extra = f", first-frame-clean gain {100 * (lo[1] / lo[0] - 1):+.3f}%"
+                clean = TT.direction_swap_gain(lambda x, s, tx: pred(ema, x, s, tx), x_val, val_noise, probe, emb,
+                                               clean_frames=1)
+                extra = f", first-frame-clean gain {100 * clean:+.3f}%"
             print(f"step {step + 1}: loss {float(loss.detach()):.4f}, direction-swap gain {100 * gain:+.3f}%{extra} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
         if time.perf_counter() - t0 > a.budget_s:

@@ -205,3 +205,36 @@ def test_frame_noise_must_be_a_probability():
 
     with pytest.raises(ValueError, match="frame_noise"):
         TransformerTrainConfig(frame_noise=1.5).validate()
+
+
+def test_clean_first_frames_are_given_at_sigma_zero_and_left_out_of_the_loss():
+    import pytest
+
+    from kaleido.tiny.train_transformer import validation_loss_per_sigma
+
+    x0, noise = torch.randn(3, 4, 5, 2, 2), torch.randn(1, 3, 4, 5, 2, 2)
+    seen = []
+
+    def blind(x_t, sigma, text):  # predicts 0: the loss is the mean of v^2 over the scored frames
+        seen.append(sigma.clone())
+        return torch.zeros_like(x_t)
+
+    loss = validation_loss_per_sigma(blind, x0, torch.zeros(3, 1, 1), [0.7], noise, clean_frames=1)[0]
+    assert loss == pytest.approx(float(((noise[0] - x0)[:, :, 1:] ** 2).mean()), rel=1e-6)
+    assert torch.equal(seen[0], torch.tensor([[0.0, 0.7, 0.7, 0.7, 0.7]] * 3))
+    with pytest.raises(ValueError, match="clean_frames"):
+        validation_loss_per_sigma(blind, x0, torch.zeros(3, 1, 1), [0.7], noise, clean_frames=5)
+
+
+def test_per_frame_sigmas_refuse_a_transformer_that_patches_frames_together():
+    import dataclasses
+
+    import pytest
+
+    from kaleido.tiny.build import TransformerArch, build_transformer
+    from kaleido.tiny.train_transformer import predict
+
+    arch = dataclasses.replace(TransformerArch(num_layers=1, ffn_dim=32), patch_size=(2, 1, 1))
+    model = build_transformer(arch, text_dim=8, z_dim=4, seed=0).eval()
+    with pytest.raises(ValueError, match="temporal patch size"):
+        predict(model, torch.randn(1, 4, 4, 2, 2), torch.tensor([[0.1, 0.1, 0.9, 0.9]]), torch.randn(1, 5, 8))

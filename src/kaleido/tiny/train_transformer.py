@@ -152,8 +152,11 @@ def predict(transformer, x_t: torch.Tensor, sigma: torch.Tensor, text: torch.Ten
             sigma = sigma[:, 0]
         else:
             p_t, p_h, p_w = transformer.config.patch_size
+            if p_t != 1:
+                raise ValueError(f"per-frame sigmas need a transformer with temporal patch size 1, not {p_t}: "
+                                 "its tokens would mix latent frames of different noise levels")
             h, w = x_t.shape[-2:]
-            sigma = sigma[:, ::p_t][:, :, None].expand(-1, -1, (h // p_h) * (w // p_w)).reshape(len(sigma), -1)
+            sigma = sigma[:, :, None].expand(-1, -1, (h // p_h) * (w // p_w)).reshape(len(sigma), -1)
     return transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=text, return_dict=False)[0]
 
 
@@ -185,18 +188,27 @@ def fixed_validation_draws(n: int, shape: tuple[int, ...], sigmas: list[float], 
 
 @torch.no_grad()
 def validation_loss_per_sigma(predict_fn, x0: torch.Tensor, text: torch.Tensor, sigmas: list[float], noise: torch.Tensor,
-                              batch: int = 16) -> list[float]:
-    """Mean flow-matching MSE at each fixed sigma; ``predict_fn(x_t, sigma (B,), text) -> v``."""
+                              batch: int = 16, clean_frames: int = 0) -> list[float]:
+    """Mean flow-matching MSE at each fixed sigma; ``predict_fn(x_t, sigma, text) -> v``.
+
+    ``clean_frames``: the first that many latent frames are given clean (sigma 0, per-frame
+    sigmas ``(B, T)``) and the loss is scored on the others; 0: one sigma ``(B,)`` for the clip."""
+    if not 0 <= clean_frames < x0.shape[2]:
+        raise ValueError(f"clean_frames={clean_frames} must leave at least one of the {x0.shape[2]} latent frames noisy")
     losses = []
     for k, s in enumerate(sigmas):
         total, count = 0.0, 0
         for i in range(0, len(x0), batch):
             xb, nb = x0[i : i + batch], noise[k, i : i + batch]
-            sig = torch.full((len(xb),), float(s))
+            if clean_frames:
+                sig = torch.full((len(xb), xb.shape[2]), float(s))
+                sig[:, :clean_frames] = 0.0
+            else:
+                sig = torch.full((len(xb),), float(s))
             x_t, v = flow_matching_pair(xb, nb, sig)
-            pred = predict_fn(x_t, sig, text[i : i + batch])
-            total += float(((pred - v) ** 2).sum())
-            count += v.numel()
+            err = (predict_fn(x_t, sig, text[i : i + batch]) - v)[:, :, clean_frames:] ** 2
+            total += float(err.sum())
+            count += err.numel()
         losses.append(total / count)
     return losses
 
@@ -217,14 +229,16 @@ def word_probe_set(val: LatentSet, n: int) -> tuple[list[int], list[str], list[s
     return idx, [swapped_prompt(val.specs[i], None) for i in idx], [swapped_prompt(val.specs[i], "direction") for i in idx]
 
 
-def direction_swap_gain(predict_fn, x_val: torch.Tensor, val_noise: torch.Tensor, probe, emb: "PromptEmbeddings") -> float:
+def direction_swap_gain(predict_fn, x_val: torch.Tensor, val_noise: torch.Tensor, probe, emb: "PromptEmbeddings",
+                        clean_frames: int = 0) -> float:
     """Relative rise of the held-out loss of the probe's clips at ``PROBE_SIGMAS`` when their
-    direction word is swapped (same noise): ``swapped / true - 1``."""
+    direction word is swapped (same noise): ``swapped / true - 1``; ``clean_frames``: see
+    ``validation_loss_per_sigma`` (1: the word alone says where the first frame's object goes)."""
     idx, true, swapped = probe
     rows = [VAL_SIGMAS.index(s) for s in PROBE_SIGMAS]
     x0, noise = x_val[idx], val_noise[rows][:, idx]
-    a = validation_loss_per_sigma(predict_fn, x0, emb.batch(true), PROBE_SIGMAS, noise)
-    b = validation_loss_per_sigma(predict_fn, x0, emb.batch(swapped), PROBE_SIGMAS, noise)
+    a = validation_loss_per_sigma(predict_fn, x0, emb.batch(true), PROBE_SIGMAS, noise, clean_frames=clean_frames)
+    b = validation_loss_per_sigma(predict_fn, x0, emb.batch(swapped), PROBE_SIGMAS, noise, clean_frames=clean_frames)
     return float(np.mean(b) / max(float(np.mean(a)), 1e-12) - 1)
 
 
