@@ -113,6 +113,21 @@ def test_recipe_options_direction_groups_trails_and_low_resolution_steps(tmp_pat
     assert log[-1]["step"] == 2
     assert np.isfinite(log[-1]["val_direction_swap_gain"])  # the word probe runs on the moving held-out clips
 
+    # the cached latents are reused for the same recipe and refused for another (not silently reused)
+    import pytest
+
+    from kaleido.tiny.train import prepare_latents, prepare_lowres_latents
+
+    assert prepare_latents(cfg, None, progress=False)[0].prompts == train.prompts
+    cfg.pan = False
+    with pytest.raises(ValueError, match="encoded with"):
+        prepare_latents(cfg, None, progress=False)
+    with pytest.raises(ValueError, match="train_lowres"):
+        prepare_lowres_latents(cfg, None, progress=False)
+    (tmp_path / "run" / "latents" / "recipe.json").unlink()  # a cache from before the record: warned about
+    with pytest.warns(UserWarning, match="recipe.json"):
+        prepare_latents(cfg, None, progress=False)
+
 
 def test_direction_swap_gain_is_zero_for_a_model_that_ignores_its_text():
     from kaleido.tiny.data import ShapeSpec

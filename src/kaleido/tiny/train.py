@@ -3,7 +3,8 @@
 ``out_dir`` layout::
 
     vae/           VAE checkpoint (ckpt/), log.jsonl, config.json
-    latents/       train.* and val.* latent sets (safetensors + json), stats.json
+    latents/       train.* and val.* latent sets (safetensors + json), stats.json, recipe.json
+                   (the data options each set was encoded with; a cache made with others is refused)
     transformer/   transformer checkpoint (ckpt/, ema/), log.jsonl, config.json
     pipeline/      the finished diffusers folder (what ships as assets/tiny-wan)
 
@@ -15,6 +16,7 @@ the ``WanPipeline``. A stage whose output exists is loaded, not redone.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -74,6 +76,11 @@ class TinyTrainConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def clip_recipe(self, size: int) -> dict:
+        """Keyword arguments of ``build_latent_set`` for the transformer's clips at ``size`` px."""
+        return dict(num_frames=self.clip_frames, size=size, moving_fraction=self.moving_fraction, trail=self.trail,
+                    pan=self.pan)
+
 
 def load_trained_vae(cfg: TinyTrainConfig):
     vae = build_vae(cfg.vae.arch, cfg.seed)
@@ -81,20 +88,44 @@ def load_trained_vae(cfg: TinyTrainConfig):
     return vae.eval()
 
 
+def _cached_set_matches(root: Path, name: str, recipe: dict) -> None:
+    """Refuse a cached latent set encoded with another recipe than ``recipe`` (``root/recipe.json``
+    records each set's recipe when it is encoded); warn when the cache predates that record."""
+    record = root / "recipe.json"
+    if not record.exists():
+        warnings.warn(f"{root} has no recipe.json, so the cached latent set {name!r} cannot be checked against "
+                      f"this run's data options {recipe}; delete {root} to re-encode it", stacklevel=3)
+        return
+    cached = json.loads(record.read_text()).get(name)
+    if cached != recipe:
+        raise ValueError(f"{root}: the cached latent set {name!r} was encoded with {cached}, this run asks for "
+                         f"{recipe}; use a new --out or delete {root} to re-encode")
+
+
+def _record_recipe(root: Path, name: str, recipe: dict) -> None:
+    record = root / "recipe.json"
+    recipes = json.loads(record.read_text()) if record.exists() else {}
+    recipes[name] = recipe
+    record.write_text(json.dumps(recipes, indent=1))
+
+
 def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[LatentSet, LatentSet, dict]:
     """Encode (or load) the training and held-out latent sets; returns them and the channel stats."""
     root = Path(cfg.out_dir) / "latents"
     stats_file = root / "stats.json"
+    kw = cfg.clip_recipe(cfg.clip_size)
+    recipe = dict(kw, n_train=[cfg.n_train_procedural, cfg.n_train_real], n_val=[cfg.n_val_procedural, cfg.n_val_real],
+                  seed=cfg.seed)
     if stats_file.exists():
+        _cached_set_matches(root, "train+val", recipe)
         return LatentSet.load(root / "train"), LatentSet.load(root / "val"), json.loads(stats_file.read_text())
-    kw = dict(num_frames=cfg.clip_frames, size=cfg.clip_size, moving_fraction=cfg.moving_fraction, trail=cfg.trail,
-              pan=cfg.pan)
     train = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress, **kw)
     val = build_latent_set(vae, cfg.n_val_procedural, cfg.n_val_real, "heldout", cfg.seed + 1, progress, **kw)
     mean, std = channel_stats(train.latents)
     stats = {"latents_mean": [float(x) for x in mean], "latents_std": [float(x) for x in std]}
     train.save(root / "train")
     val.save(root / "val")
+    _record_recipe(root, "train+val", recipe)
     stats_file.write_text(json.dumps(stats, indent=1))
     return train, val, stats
 
@@ -104,13 +135,16 @@ def prepare_lowres_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> 
     seed as the full-size set); ``None`` when the transformer has no low-resolution steps."""
     if not cfg.transformer.lowres_steps:
         return None
-    stem = Path(cfg.out_dir) / "latents" / "train_lowres"
+    root = Path(cfg.out_dir) / "latents"
+    stem = root / "train_lowres"
+    kw = cfg.clip_recipe(cfg.lowres_size)
+    recipe = dict(kw, n_train=[cfg.n_train_procedural, cfg.n_train_real], seed=cfg.seed)
     if stem.with_suffix(".json").exists():
+        _cached_set_matches(root, "train_lowres", recipe)
         return LatentSet.load(stem)
-    low = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress,
-                           num_frames=cfg.clip_frames, size=cfg.lowres_size, moving_fraction=cfg.moving_fraction,
-                           trail=cfg.trail, pan=cfg.pan)
+    low = build_latent_set(vae, cfg.n_train_procedural, cfg.n_train_real, "train", cfg.seed, progress, **kw)
     low.save(stem)
+    _record_recipe(root, "train_lowres", recipe)
     return low
 
 
