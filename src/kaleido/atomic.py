@@ -1,0 +1,75 @@
+"""Atomic result files: write a temporary file in the same folder, then ``os.replace`` it.
+
+Every result file Kaleido writes (sweep rows, traces, ``metrics.json``, CSVs, plots,
+reports, configs) goes through this module, so a process that dies or raises mid-write
+leaves either the complete new file or the old one (or none), never a half file:
+
+* :func:`atomic_path` - for writers that take a path (``safetensors.save_file``,
+  ``fig.savefig``, ``np.save``, ``PIL.Image.save``): yields a temporary path with the
+  same suffix (format detection by extension keeps working), renamed on success;
+* :func:`write_atomic` - ``str`` (UTF-8) or ``bytes`` contents in one call;
+* :func:`open_atomic` - a file object for streaming writers such as ``csv.writer``.
+
+The temporary file is ``.<stem>.<pid>.<random>.tmp<suffix>`` beside the target (the same
+file system, so the rename is atomic; the leading dot and ``.tmp`` keep it out of
+globs such as ``*.json``) and is removed if the writer raises.  The rename makes a
+write atomic for readers and against a killed process; it is not a durability
+guarantee across power loss (no ``fsync``).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Iterator
+
+
+def _temporary_beside(path: Path) -> Path:
+    suffix = "".join(path.suffixes[-1:])
+    stem = path.name[: len(path.name) - len(suffix)] if suffix else path.name
+    return path.with_name(f".{stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp{suffix}")
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on normal exit it replaces ``path``.
+
+    If the body raises, the temporary file is deleted and ``path`` is left as it was.
+    The parent folder must exist.  Example::
+
+        with atomic_path(out / "trace.safetensors") as tmp:
+            save_file(tensors, str(tmp))
+    """
+    target = Path(path)
+    tmp = _temporary_beside(target)
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise FileNotFoundError(f"{tmp}: the writer created no file, so {target} was not written")
+        os.replace(tmp, target)
+    finally:
+        # left behind only when the body raised or the rename failed
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def open_atomic(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[IO]:
+    """``open(tmp, mode, **kwargs)`` on a temporary file that replaces ``path`` when the block ends.
+
+    ``mode`` is ``"w"`` (text; ``encoding`` defaults to UTF-8) or ``"wb"``."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"open_atomic mode {mode!r}: use 'w' (text) or 'wb' (binary)")
+    if mode == "w":
+        kwargs.setdefault("encoding", "utf-8")
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as f:
+        yield f
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` (``str`` as UTF-8, or ``bytes``) to ``path`` atomically; returns ``path``."""
+    path = Path(path)
+    with open_atomic(path, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
