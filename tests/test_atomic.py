@@ -57,13 +57,21 @@ def test_failed_rename_keeps_the_old_file(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["report.html"]
 
 
-def test_path_writers_keep_their_format_suffix(tmp_path):
+def test_temporary_files_are_invisible_to_result_globs(tmp_path):
+    out = tmp_path / "abc.json"
+    with atomic_path(out) as tmp:
+        tmp.write_text("{}")
+        assert tmp.parent == tmp_path and tmp.name.startswith(".") and tmp.suffix == ".tmp"
+        assert list(tmp_path.glob("*.json")) == []  # what load_rows globs while a row is being written
+    assert [p.name for p in tmp_path.glob("*.json")] == ["abc.json"]
+
+
+def test_format_by_extension_writers_take_a_file_object(tmp_path):
     import numpy as np
 
     out = tmp_path / "dense-abc.npy"
-    with atomic_path(out) as tmp:
-        assert tmp.parent == tmp_path and tmp.suffix == ".npy" and tmp.name.startswith(".")
-        np.save(tmp, np.arange(3), allow_pickle=False)  # would append ".npy" to any other suffix
+    with open_atomic(out, "wb") as f:
+        np.save(f, np.arange(3), allow_pickle=False)
     assert np.load(out, allow_pickle=False).tolist() == [0, 1, 2]
     assert os.listdir(tmp_path) == ["dense-abc.npy"]
 
@@ -80,3 +88,74 @@ def test_bad_mode_is_refused(tmp_path):
     with pytest.raises(ValueError, match="'a'"):
         with open_atomic(tmp_path / "x.txt", "a"):
             pass
+
+
+# -- the writers that use it ---------------------------------------------------------------
+
+
+def _tiny_trace():
+    import torch
+    from diffusers import WanTransformer3DModel
+
+    import kaleido
+    from kaleido.integrations import KaleidoConfig
+    from kaleido.reuse import ReuseConfig
+
+    torch.manual_seed(0)
+    model = WanTransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4, out_channels=4,
+        text_dim=16, freq_dim=16, ffn_dim=32, num_layers=1, rope_max_seq_len=64,
+    ).eval()
+    kaleido.apply(model, KaleidoConfig(reuse=ReuseConfig(4.0, 8.0), record_maps=True))
+    with torch.no_grad(), model.cache_context("cond", step_index=0, num_inference_steps=1):
+        model(torch.randn(1, 4, 3, 8, 8), torch.tensor([500.0]), torch.randn(1, 7, 16), return_dict=False)
+    return kaleido.remove(model)
+
+
+def test_interrupted_trace_save_keeps_the_old_trace(tmp_path, monkeypatch):
+    from kaleido.integrations import ReuseTrace
+
+    trace = _tiny_trace()
+    out = trace.save(tmp_path / "trace.safetensors")
+    before = out.read_bytes()
+    trace.meta["note"] = "a second run"  # the new file differs from the old one
+
+    def killed(src, dst):
+        raise KeyboardInterrupt  # the user pressed Ctrl-C just before the rename
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        trace.save(out)
+    assert out.read_bytes() == before
+    assert os.listdir(tmp_path) == ["trace.safetensors"]
+    monkeypatch.undo()
+    assert len(ReuseTrace.load(out).records) == len(trace.records)
+
+
+def test_no_result_writer_bypasses_the_helper():
+    """Every file write in src/kaleido goes through kaleido.atomic (a write_text / open(..., "w") / savefig(path)
+    elsewhere could leave a half file when the process dies)."""
+    import re
+    from pathlib import Path
+
+    import kaleido
+
+    root = Path(kaleido.__file__).parent
+    direct = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wx]b?['\"]|savefig\((?!buf\b|out\b|f\b)"
+                        r"|\bsave_file\([^)]*str\((?!tmp\))|av\.open\([^)]*mode=['\"]w")
+    # not converted yet (owned elsewhere), each with why it is allowed for now
+    allowed = {
+        "hw/report.py": "simulator outputs: JSON, CSV and plots, to be moved onto kaleido.atomic",
+        "hw/profile.py": "profile JSON, to be moved onto kaleido.atomic",
+        "tiny/build.py": "vocab.txt inside a folder written by save_pretrained (the folder is not atomic anyway)",
+        "atomic.py": "the helper itself",
+    }
+    offenders = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel in allowed:
+            continue
+        for i, line in enumerate(f.read_text().splitlines(), 1):
+            if direct.search(line) and not line.lstrip().startswith("#"):
+                offenders.append(f"{rel}:{i}: {line.strip()}")
+    assert not offenders, "write these through kaleido.atomic:\n" + "\n".join(offenders)

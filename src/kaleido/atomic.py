@@ -4,15 +4,17 @@ Every result file Kaleido writes (sweep rows, traces, ``metrics.json``, CSVs, pl
 reports, configs) goes through this module, so a process that dies or raises mid-write
 leaves either the complete new file or the old one (or none), never a half file:
 
-* :func:`atomic_path` - for writers that take a path (``safetensors.save_file``,
-  ``fig.savefig``, ``np.save``, ``PIL.Image.save``): yields a temporary path with the
-  same suffix (format detection by extension keeps working), renamed on success;
-* :func:`write_atomic` - ``str`` (UTF-8) or ``bytes`` contents in one call;
-* :func:`open_atomic` - a file object for streaming writers such as ``csv.writer``.
+* :func:`atomic_path` - for writers that need a path (``safetensors.save_file``): yields
+  a temporary path, renamed onto the target on success;
+* :func:`open_atomic` - a file object, for streaming writers (``csv.writer``,
+  ``json.dump``) and for those that pick a format by extension, which then take it
+  explicitly: ``fig.savefig(f, format="png")``, ``image.save(f, format="GIF")``,
+  ``np.save(f, array)``;
+* :func:`write_atomic` - ``str`` (UTF-8) or ``bytes`` contents in one call.
 
-The temporary file is ``.<stem>.<pid>.<random>.tmp<suffix>`` beside the target (the same
-file system, so the rename is atomic; the leading dot and ``.tmp`` keep it out of
-globs such as ``*.json``) and is removed if the writer raises.  The rename makes a
+The temporary file is ``.<name>.<pid>.<random>.tmp`` beside the target (the same file
+system, so the rename is atomic; it ends in ``.tmp``, so globs such as ``*.json`` that
+collect results never see one) and is removed if the writer raises.  The rename makes a
 write atomic for readers and against a killed process; it is not a durability
 guarantee across power loss (no ``fsync``).
 """
@@ -27,9 +29,7 @@ from typing import IO, Iterator
 
 
 def _temporary_beside(path: Path) -> Path:
-    suffix = "".join(path.suffixes[-1:])
-    stem = path.name[: len(path.name) - len(suffix)] if suffix else path.name
-    return path.with_name(f".{stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp{suffix}")
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
 @contextmanager

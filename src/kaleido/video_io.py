@@ -40,7 +40,9 @@ def write_mp4(frames: np.ndarray, path: str | Path, fps: int = 8) -> Path:
     if pad_h or pad_w:
         f = np.pad(f, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge")
     path = Path(path)
-    with av.open(str(path), mode="w") as container:
+    from kaleido.atomic import atomic_path
+
+    with atomic_path(path) as tmp, av.open(str(tmp), mode="w", format="mp4") as container:
         stream = container.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=fps)
         stream.width, stream.height = f.shape[2], f.shape[1]
         stream.pix_fmt = "yuv420p"
@@ -68,7 +70,11 @@ def write_gif(frames: np.ndarray, path: str | Path, fps: int = 8) -> Path:
     f = to_uint8(frames)
     images = [Image.fromarray(x) for x in f]
     path = Path(path)
-    images[0].save(str(path), save_all=True, append_images=images[1:], duration=int(round(1000 / fps)), loop=0)
+    from kaleido.atomic import open_atomic
+
+    with open_atomic(path, "wb") as out:
+        images[0].save(out, format="GIF", save_all=True, append_images=images[1:], duration=int(round(1000 / fps)),
+                       loop=0)
     return path
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from kaleido.atomic import open_atomic
+
 from .neighbours import AXES, hist_quantile
 from .result import Characterization, OperandTable, best_axis
 
@@ -66,7 +68,8 @@ def plot_group_axis(ch: Characterization, out_dir: Path, stat: str) -> Path:
     fig.suptitle(f"{what}: groups x reuse axis, all layers, steps and heads", fontsize=9)
     fig.tight_layout()
     path = out_dir / ("group_axis_delta.png" if stat != "cos_mean" else "group_axis_cos.png")
-    fig.savefig(path, dpi=110)
+    with open_atomic(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=110)
     plt.close(fig)
     return path
 
@@ -92,7 +95,8 @@ def plot_layer_step_rope(ch: Characterization, name: str, out_dir: Path) -> Path
     fig.suptitle(f"{name}: median Delta (int8 units) per layer and step", fontsize=9)
     fig.tight_layout()
     path = out_dir / f"layer_step_{name}.png"
-    fig.savefig(path, dpi=110)
+    with open_atomic(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=110)
     plt.close(fig)
     return path
 
@@ -113,7 +117,8 @@ def plot_layer_step_chunks(ch: Characterization, names: list[str], out_dir: Path
     fig.suptitle("linear/chunk operands: median Delta (int8 units) per layer and step", fontsize=9)
     fig.tight_layout()
     path = out_dir / "layer_step_linear.png"
-    fig.savefig(path, dpi=110)
+    with open_atomic(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=110)
     plt.close(fig)
     return path
 

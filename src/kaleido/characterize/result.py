@@ -258,5 +258,6 @@ class Characterization:
         text = json.dumps(d, indent=1)
         for key, compact in tables.items():
             text = text.replace(json.dumps(key), compact)
-        path.write_text(text)
-        return path
+        from kaleido.atomic import write_atomic
+
+        return write_atomic(path, text)

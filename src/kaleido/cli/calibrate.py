@@ -117,7 +117,9 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
         raise click.ClickException(str(e)) from None
     out = Path(out_path)
     cfg.save(out)
-    (out.parent / "calibration.json").write_text(json.dumps({"prompts": prompts, "seed": seed,
+    from kaleido.atomic import write_atomic
+
+    write_atomic(out.parent / "calibration.json", json.dumps({"prompts": prompts, "seed": seed,
                                                              "saved_fraction": table}, indent=1))
     for sw, per_layer in table.items():
         chosen = {layer: max(v, key=v.get) for layer, v in per_layer.items()}

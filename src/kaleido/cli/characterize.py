@@ -65,7 +65,9 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
     ch.save(out / "characterization.json")
     figs = plot_all(ch, out)
     md = summary_markdown(ch)
-    (out / "summary.md").write_text(md)
+    from kaleido.atomic import write_atomic
+
+    write_atomic(out / "summary.md", md)
     click.echo(md)
     click.echo("-> " + ", ".join(str(p) for p in [out / "characterization.json", out / "summary.md", *figs]))
 

@@ -60,7 +60,9 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
         raise click.UsageError(str(e))
     aggs = aggregate(rows)
     matched = matched_savings(aggs)
-    (results / "pareto.png").write_bytes(pareto_figure(aggs))
+    from kaleido.atomic import write_atomic
+
+    write_atomic(results / "pareto.png", pareto_figure(aggs))
     from kaleido.report.accel import MATCHED_PSNR_DB
 
     accel = _accel_tables(rows, aggs, workloads)

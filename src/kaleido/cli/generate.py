@@ -140,7 +140,9 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
         "runs": runs,
         "aggregate": aggregate(results),
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    from kaleido.atomic import write_atomic
+
+    write_atomic(out / "metrics.json", json.dumps(metrics, indent=1))
     agg = metrics["aggregate"]
     _print_table(agg["reuse"])
     qk = agg["reuse"]["per_op"].get("self_qk", {})

@@ -96,12 +96,14 @@ def write_outputs(rows: list[dict], out: Path, title: str) -> dict[str, str]:
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    with open(out / "sweep.csv", "w", newline="") as f:
+    from kaleido.atomic import open_atomic, write_atomic
+
+    with open_atomic(out / "sweep.csv", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         for r in rows:
             w.writerow(r)
-    (out / "sweep.json").write_text(json.dumps(rows, indent=1))
+    write_atomic(out / "sweep.json", json.dumps(rows, indent=1))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -124,7 +126,8 @@ def write_outputs(rows: list[dict], out: Path, title: str) -> dict[str, str]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "sweep.png", dpi=120)
+    with open_atomic(out / "sweep.png", "wb") as f:
+        fig.savefig(f, format="png", dpi=120)
     plt.close(fig)
     return {"csv": str(out / "sweep.csv"), "json": str(out / "sweep.json"), "png": str(out / "sweep.png")}
 

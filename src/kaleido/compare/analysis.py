@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kaleido.atomic import write_atomic
+
 from .points import DENSE, settings_label
 
 PSNR_CAP_DB = 100.0
@@ -77,7 +79,7 @@ def compact_rows(results_dir: str | Path) -> tuple[int, int, int]:
             n += 1
         text = json.dumps(r, separators=(",", ":"))  # no indentation either: a third of a pretty-printed row
         if dropped or len(text) < size:
-            f.write_text(text)
+            write_atomic(f, text)
         after += f.stat().st_size
     return n, before, after
 

@@ -10,12 +10,13 @@ file, then rename), so an interrupted sweep never leaves a half row behind.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from pathlib import Path
 
 import numpy as np
+
+from kaleido.atomic import open_atomic, write_atomic
 
 from .points import DENSE, SweepPoint
 
@@ -38,9 +39,7 @@ def _pipeline(name: str):
 
 
 def write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, allow_nan=False))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=False))
 
 
 def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
@@ -51,9 +50,8 @@ def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
     if path.exists():
         return np.load(path, allow_pickle=False)
     video, wall = generate(pipe, call, dense.prompt, dense.seed)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
-    np.save(tmp, video, allow_pickle=False)
-    os.replace(tmp, path)
+    with open_atomic(path, "wb") as f:
+        np.save(f, video, allow_pickle=False)
     row = {"point": dense.to_dict(), "wall_s": wall, "thumbs": thumbnail_strip(video), "frames": int(len(video)),
            "host": socket.gethostname()}
     write_json_atomic(results / f"{dense.key}.json", row)

@@ -483,6 +483,6 @@ def measure_runs(results) -> Measure:
 
 
 def save_json(path, data: dict) -> None:
-    from pathlib import Path
+    from kaleido.atomic import write_atomic
 
-    Path(path).write_text(json.dumps(data, indent=1))
+    write_atomic(path, json.dumps(data, indent=1))

@@ -366,8 +366,9 @@ class KaleidoConfig:
         """Write JSON (``.json``) or YAML (``.yaml``/``.yml``)."""
         path = Path(path)
         text = self.to_json() if path.suffix == ".json" else self.to_yaml()
-        path.write_text(text)
-        return path
+        from kaleido.atomic import write_atomic
+
+        return write_atomic(path, text)
 
     @classmethod
     def load(cls, path: str | Path) -> "KaleidoConfig":

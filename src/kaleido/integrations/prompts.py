@@ -38,5 +38,6 @@ def write_prompts(path: str | Path, prompts: list[str]) -> Path:
     p = Path(path)
     if any("\n" in x for x in prompts):
         raise ValueError("prompts with line breaks cannot be written one per line; use a JSON list")
-    p.write_text("".join(x + "\n" for x in prompts), encoding="utf-8")
-    return p
+    from kaleido.atomic import write_atomic
+
+    return write_atomic(p, "".join(x + "\n" for x in prompts))

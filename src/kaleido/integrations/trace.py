@@ -335,6 +335,8 @@ class ReuseTrace:
         """Write one ``.safetensors`` file (tables as tensors, metadata as JSON in the header)."""
         from safetensors.torch import save_file
 
+        from kaleido.atomic import atomic_path
+
         path = Path(path)
         contexts: list[str] = []
         ops: list[str] = []
@@ -393,7 +395,8 @@ class ReuseTrace:
         })
         if decisions:
             meta["decision_columns"] = list(DECISION_COLUMNS)
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata={"kaleido_trace": json.dumps(meta)})
+        with atomic_path(path) as tmp:  # a killed or failing write leaves the old trace, never half a file
+            save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"kaleido_trace": json.dumps(meta)})
         return path
 
     @classmethod

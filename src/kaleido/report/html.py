@@ -16,6 +16,7 @@ import math
 import subprocess
 from pathlib import Path
 
+from kaleido.atomic import write_atomic
 from kaleido.compare.analysis import (MATCH_TARGETS, aggregate, errors, fmt_pct, load_rows, matched_savings,
                                       pareto_figure)
 from kaleido.compare.points import DENSE
@@ -296,5 +297,5 @@ def build_report(results_dir: str | Path, out: str | Path, title: str = "Kaleido
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    write_atomic(out, page)
     return out

@@ -8,15 +8,16 @@ A checkpoint directory holds ``model.safetensors`` (the module's state dict),
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from kaleido.atomic import atomic_path, write_atomic
+
 
 def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
-    """Write a checkpoint atomically enough for our use (tmp files then rename)."""
+    """Write a checkpoint, each file atomically (:mod:`kaleido.atomic`: temporary file, then rename)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     weights = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
@@ -27,12 +28,9 @@ def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: to
             if torch.is_tensor(value):
                 moments[f"{i}.{name}"] = value.detach().contiguous().clone().reshape(value.shape)
     for fname, tensors in (("model.safetensors", weights), ("optim.safetensors", moments)):
-        tmp = directory / (fname + ".tmp")
-        save_file(tensors, str(tmp))
-        os.replace(tmp, directory / fname)
-    tmp = directory / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
-    os.replace(tmp, directory / "state.json")
+        with atomic_path(directory / fname) as tmp:
+            save_file(tensors, str(tmp))
+    write_atomic(directory / "state.json", json.dumps(state, indent=1))
 
 
 def load_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict:

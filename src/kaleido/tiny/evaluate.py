@@ -225,5 +225,8 @@ def save_loss_curve_plot(sigmas: list[float], model_loss: list[float], linear_lo
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    from kaleido.atomic import open_atomic
+
+    with open_atomic(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=100)
     plt.close(fig)

@@ -34,8 +34,11 @@ class LatentSet:
     def save(self, path_stem: str | Path) -> None:
         path_stem = Path(path_stem)
         path_stem.parent.mkdir(parents=True, exist_ok=True)
-        save_file({"latents": self.latents.contiguous()}, str(path_stem.with_suffix(".safetensors")))
-        path_stem.with_suffix(".json").write_text(json.dumps({"prompts": self.prompts, "specs": self.specs}))
+        from kaleido.atomic import atomic_path, write_atomic
+
+        with atomic_path(path_stem.with_suffix(".safetensors")) as tmp:
+            save_file({"latents": self.latents.contiguous()}, str(tmp))
+        write_atomic(path_stem.with_suffix(".json"), json.dumps({"prompts": self.prompts, "specs": self.specs}))
 
     @classmethod
     def load(cls, path_stem: str | Path) -> "LatentSet":

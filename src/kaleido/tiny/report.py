@@ -161,7 +161,10 @@ def save_gif(clip01: np.ndarray, path: Path, scale: int = 2, fps: int = 8) -> No
 
     frames = [Image.fromarray((np.clip(f, 0, 1) * 255).astype(np.uint8)).resize(
         (f.shape[1] * scale, f.shape[0] * scale), Image.NEAREST) for f in clip01]
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
+    from kaleido.atomic import open_atomic
+
+    with open_atomic(path, "wb") as out:
+        frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
 
 
 def save_samples(pipe, samples_dir: Path, seed: int = 0) -> list[str]:
@@ -199,7 +202,10 @@ def plot_training_curves(run: Path, path: Path) -> None:
     ax[1].set(xlabel="transformer step", ylabel="flow-matching MSE", title="Transformer", yscale="log")
     ax[1].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    from kaleido.atomic import open_atomic
+
+    with open_atomic(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=90)
     plt.close(fig)
 
 
@@ -248,7 +254,9 @@ def main() -> None:  # pragma: no cover
     if "samples" not in skip:
         save_samples(pipe, docs / "samples")
     plot_training_curves(run, docs / "tiny" / "training_curves.png")
-    results.write_text(json.dumps(report.to_dict(), indent=1))
+    from kaleido.atomic import write_atomic
+
+    write_atomic(results, json.dumps(report.to_dict(), indent=1))
     print(json.dumps({k: v for k, v in report.to_dict().items() if k != "prompt_following_cases"}, indent=1))
 
 

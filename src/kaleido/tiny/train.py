@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from kaleido.atomic import write_atomic
 from kaleido.tiny.build import assemble_pipeline, build_text_encoder, build_tokenizer, save_pipeline
 from kaleido.tiny.checkpoint import load_checkpoint
 from kaleido.tiny.latents import LatentSet, build_latent_set, channel_stats
@@ -106,7 +107,7 @@ def _record_recipe(root: Path, name: str, recipe: dict) -> None:
     record = root / "recipe.json"
     recipes = json.loads(record.read_text()) if record.exists() else {}
     recipes[name] = recipe
-    record.write_text(json.dumps(recipes, indent=1))
+    write_atomic(record, json.dumps(recipes, indent=1))
 
 
 def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[LatentSet, LatentSet, dict]:
@@ -126,7 +127,7 @@ def prepare_latents(cfg: TinyTrainConfig, vae, progress: bool = True) -> tuple[L
     train.save(root / "train")
     val.save(root / "val")
     _record_recipe(root, "train+val", recipe)
-    stats_file.write_text(json.dumps(stats, indent=1))
+    write_atomic(stats_file, json.dumps(stats, indent=1))
     return train, val, stats
 
 
@@ -153,7 +154,7 @@ def run_training(cfg: TinyTrainConfig, progress: bool = True, stop_after: str | 
     cfg.validate()
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
+    write_atomic(out / "train_config.json", json.dumps(cfg.to_dict(), indent=1))
     vae = train_vae(cfg.vae, progress=progress)
     if stop_after == "vae":
         return out

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from kaleido.atomic import write_atomic
 from kaleido.tiny.build import SCHEDULER_SHIFT, TransformerArch, build_transformer
 from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from kaleido.tiny.latents import LatentSet
@@ -254,7 +255,7 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
         raise ValueError(f"lowres_steps={cfg.lowres_steps} needs a low-resolution latent set (train_lowres)")
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    write_atomic(out / "config.json", json.dumps(asdict(cfg), indent=1))
     text_dim = pipe.text_encoder.config.d_model
     z_dim = train.latents.shape[1]
     model = build_transformer(cfg.arch, text_dim=text_dim, z_dim=z_dim, seed=cfg.seed)

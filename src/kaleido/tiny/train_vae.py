@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from kaleido.atomic import write_atomic
 from kaleido.tiny import data as D
 from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 
@@ -197,7 +198,7 @@ def train_vae(cfg: VaeTrainConfig, progress: bool = True):
     cfg.validate()
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    write_atomic(out / "config.json", json.dumps(asdict(cfg), indent=1))
     vae = build_vae(cfg.arch, cfg.seed)
     opt = torch.optim.AdamW(vae.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
     start = 0
