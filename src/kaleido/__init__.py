@@ -23,9 +23,22 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+#: sub-packages reachable as attributes after a bare ``import kaleido`` (``kaleido.tiny.pipeline`` etc.),
+#: imported on first use
+_SUBPACKAGES = ("baselines", "characterize", "cli", "compare", "hw", "integrations", "metrics", "report", "reuse",
+                "tiny", "video_io")
 
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"kaleido.{name}")
     raise AttributeError(f"module 'kaleido' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's own names plus the lazily loaded ones, so completion lists them."""
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))

@@ -78,23 +78,66 @@ def write_gif(frames: np.ndarray, path: str | Path, fps: int = 8) -> Path:
     return path
 
 
-def side_by_side(left: np.ndarray, right: np.ndarray, diff_gain: float | None = 4.0, gap: int = 2) -> np.ndarray:
+def side_by_side(left: np.ndarray, right: np.ndarray, diff_gain: float | None = 4.0, gap: int = 2, scale: int = 1,
+                 labels: tuple[str, str] | None = ("dense", "Kaleido")) -> np.ndarray:
     """``[left | right | gain*|left-right|]`` panels, uint8, separated by ``gap`` white columns.
 
-    ``diff_gain=None`` leaves out the difference panel.
+    Each panel is upscaled by ``scale`` (nearest) first; with ``labels`` a white band above the panels
+    names each one (``labels`` for the first two, ``|difference| x<gain>`` for the third), so a GIF
+    says what it shows. ``diff_gain=None`` leaves out the difference panel.
     """
     a, b = to_uint8(left), to_uint8(right)
     if a.shape != b.shape:
         raise ValueError(f"side_by_side needs equal shapes, got {a.shape} and {b.shape}")
     panels = [a, b]
+    names = list(labels or ())
     if diff_gain is not None:
         d = np.abs(a.astype(np.float32) - b.astype(np.float32)) * diff_gain
         panels.append(np.clip(d, 0, 255).astype(np.uint8))
-    sep = np.full((a.shape[0], a.shape[1], gap, 3), 255, np.uint8)
+        names.append(f"|difference| x{diff_gain:g}")
+    panels = [upscale(p, scale) for p in panels]
+    sep = np.full((a.shape[0], panels[0].shape[1], gap, 3), 255, np.uint8)
     out = [panels[0]]
     for p in panels[1:]:
         out += [sep, p]
-    return np.concatenate(out, axis=2)
+    video = np.concatenate(out, axis=2)
+    if labels is None:
+        return video
+    band = label_band(names, panels[0].shape[2], gap)
+    return np.concatenate([np.broadcast_to(band, (video.shape[0], *band.shape)), video], axis=1)
+
+
+def label_band(names: list[str], panel_width: int, gap: int) -> np.ndarray:
+    """``(h, W, 3)`` uint8: black text on white, each name centred over its panel of ``panel_width``
+    pixels (panels ``gap`` apart). The font is the largest (up to 16 px, 1/8 of a panel) at which every name
+    fits its panel; a name that does not fit at 6 px says "diff" for "difference", then is cut to what fits."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    width = len(names) * panel_width + (len(names) - 1) * gap
+    size = max(6, min(16, panel_width // 8))
+
+    def text_w(font, t):
+        box = ImageDraw.Draw(Image.new("RGB", (1, 1))).textbbox((0, 0), t, font=font)
+        return box[2] - box[0]
+
+    font = ImageFont.load_default(size=size)
+    while size > 6 and max(text_w(font, n) for n in names) > panel_width - 2:
+        size -= 1
+        font = ImageFont.load_default(size=size)
+    fitted = []
+    for n in names:
+        if text_w(font, n) > panel_width - 2:
+            n = n.replace("difference", "diff")
+        while len(n) > 1 and text_w(font, n) > panel_width - 2:
+            n = n[:-1]
+        fitted.append(n)
+    height = size + 6
+    img = Image.new("RGB", (width, height), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    for i, n in enumerate(fitted):
+        x0 = i * (panel_width + gap) + (panel_width - text_w(font, n)) // 2
+        draw.text((x0, 2), n, fill=(0, 0, 0), font=font)
+    return np.asarray(img, dtype=np.uint8)
 
 
 def write_video_set(frames: np.ndarray, stem: str | Path, fps: int = 8, scale: int = 1) -> dict[str, str]:

@@ -34,8 +34,14 @@ def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
 
 def load_pipeline_arg(model: str, device: str, dtype: str):
     """:func:`kaleido.integrations.evaluation.load_any_pipeline`, with a bad ``--model`` as a usage error."""
-    from kaleido.integrations.evaluation import load_any_pipeline
+    from kaleido.integrations.evaluation import load_any_pipeline, show_progress
 
+    if not show_progress(None):  # a log, not a terminal: no loading bars from diffusers / transformers either
+        import diffusers.utils.logging
+        import transformers.utils.logging
+
+        diffusers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.disable_progress_bar()
     try:
         return load_any_pipeline(model, device=device, dtype=dtype)
     except ValueError as e:

@@ -64,6 +64,7 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
               heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype, threads):
     """Calibrate chunk-group reuse axes, or a whole config to --target-psnr / --target-savings."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from kaleido.cli._prompts import prompt_warnings_shown
     from kaleido.integrations import KaleidoConfig
 
     if threads is not None:
@@ -79,10 +80,13 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
     if target_psnr is None and target_savings is None:
         if heldout_path or seeds or margin:
             raise click.UsageError("--heldout, --seeds and --margin belong to --target-psnr / --target-savings")
-        _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype)
+        with prompt_warnings_shown():
+            _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype)
         return
-    _calibrate_target(model, base, out_path, prompts_arg, seeds or str(seed), target_psnr, target_savings, savings_of,
-                      margin, heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype)
+    with prompt_warnings_shown():
+        _calibrate_target(model, base, out_path, prompts_arg, seeds or str(seed), target_psnr, target_savings,
+                          savings_of, margin, heldout_path, budget, bisect_steps, report_path, steps, frames, height,
+                          width, device, dtype)
 
 
 def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype):
@@ -106,6 +110,9 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
+    from kaleido.cli._prompts import echo_prompt_problems
+
+    echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
 
     def run():
         for p in prompts:
@@ -181,6 +188,9 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
+    from kaleido.cli._prompts import echo_prompt_problems
+
+    echo_prompt_problems(pipe, [*calib, *heldout], settings.max_sequence_length)
 
     click.echo(f"target: {target.describe()}" + (f" (searched for {search_target.describe()})" if margin else "")
                + f"; {len(calib)} calibration and {len(heldout)} held-out prompts x seeds {seed_list}")

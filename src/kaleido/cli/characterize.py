@@ -52,8 +52,13 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
+    from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown
+    from kaleido.integrations.evaluation import show_progress
+
+    echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
     try:
-        rec, _ = characterize_runs(pipe, prompts, seed_list, settings, base)
+        with prompt_warnings_shown():
+            rec, _ = characterize_runs(pipe, prompts, seed_list, settings, base, progress=show_progress(None))
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     ch = Characterization.from_recorder(rec, {

@@ -4,7 +4,7 @@ Writes into ``--out``::
 
     dense.mp4 / dense.gif          the stock pipeline's video
     kaleido.mp4 / kaleido.gif      the same seed with Kaleido applied to the transformer
-    side_by_side.mp4 / .gif        [dense | kaleido | 4 x |difference|]
+    side_by_side.mp4 / .gif        [dense | Kaleido | |difference| x4], each panel labelled in a band above
     trace.safetensors              the Kaleido run's ReuseTrace (docs/trace-format.md)
     metrics.json                   PSNR/SSIM per frame and mean, LPIPS or why not, reuse
                                    statistics per op kind and whole transformer, wall times
@@ -32,7 +32,8 @@ def _write_run(run, out: Path, fps: int, scale: int) -> dict:
     files = {
         "dense": write_video_set(run.dense, out / "dense", fps, scale),
         "kaleido": write_video_set(run.kaleido, out / "kaleido", fps, scale),
-        "side_by_side": write_video_set(side_by_side(run.dense, run.kaleido), out / "side_by_side", fps, scale),
+        # labelled in the image (dense | Kaleido | |difference| x4), so the panels are upscaled before labelling
+        "side_by_side": write_video_set(side_by_side(run.dense, run.kaleido, scale=scale), out / "side_by_side", fps),
         "trace": str(run.trace.save(out / "trace.safetensors")),
     }
     d = run.to_dict()
@@ -99,7 +100,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
 
     click.echo(f"loading {model!r} on {device} ({dtype})", err=True)
     pipe = load_pipeline_arg(model, device, dtype)
-    pipe.set_progress_bar_config(leave=False)
+    from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown
     from kaleido.integrations.registry import adapter_for
 
     try:
@@ -107,12 +108,14 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     except ValueError as e:
         raise click.ClickException(str(e)) from None
 
+    echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
     click.echo(f"generating {len(prompts) * len(seeds)} video(s) dense, then with Kaleido", err=True)
-    dense = dense_runs(pipe, prompts, seeds, settings, warmup_steps=warmup_steps)
-    try:
-        results = kaleido_runs(pipe, cfg, dense, settings, warmup_steps=warmup_steps)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from None
+    with prompt_warnings_shown():
+        dense = dense_runs(pipe, prompts, seeds, settings, warmup_steps=warmup_steps)
+        try:
+            results = kaleido_runs(pipe, cfg, dense, settings, warmup_steps=warmup_steps)
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
 
     click.echo(results[0].report["summary"], err=True)
     out = Path(out_dir)

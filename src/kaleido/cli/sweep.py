@@ -63,7 +63,7 @@ def point_config(base, pt: tuple, keep_op_overrides: bool = False):
     return dataclasses.replace(base, reuse=reuse, ops=ops)
 
 
-def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=True, warmup_steps: int = 2) -> list[dict]:
+def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=None, warmup_steps: int = 2) -> list[dict]:
     """One summary row per threshold point (see the module docstring)."""
     from kaleido.integrations.evaluation import aggregate, dense_runs, kaleido_runs
 
@@ -159,7 +159,6 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
-    pipe.set_progress_bar_config(disable=True)
     rows = sweep_rows(pipe, base, pts, list(EVAL_PROMPTS[:n_prompts]), list(range(n_seeds)), settings)
     title = f"{model}: {n_prompts} prompts x {n_seeds} seeds, {settings.steps} steps"
     files = write_outputs(rows, Path(out_dir), title)

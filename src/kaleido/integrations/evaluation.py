@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -104,7 +105,7 @@ def load_any_pipeline(model: str, device: str = "cpu", dtype: str = "fp32"):
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {list(DTYPES)}")
     torch_dtype = DTYPES[dtype]
-    from kaleido.tiny.pipeline import load_pipeline
+    from kaleido.tiny.pipeline import dtype_kwarg, from_pretrained, load_pipeline
 
     if model == "tiny":
         return load_pipeline("tiny", device=device, dtype=torch_dtype)
@@ -119,7 +120,7 @@ def load_any_pipeline(model: str, device: str = "cpu", dtype: str = "fp32"):
         raise ValueError(f"model {model!r} is neither 'tiny', an existing pipeline folder, nor a hub id like 'org/name'")
     from diffusers import DiffusionPipeline
 
-    return DiffusionPipeline.from_pretrained(model, torch_dtype=torch_dtype).to(device)
+    return from_pretrained(DiffusionPipeline, model, **dtype_kwarg(torch_dtype)).to(device)
 
 
 class TransformerTimer:
@@ -146,15 +147,49 @@ class TransformerTimer:
             h.remove()
 
 
-def warn_if_truncated(pipe, prompt: str, max_sequence_length: int | None) -> None:
-    """Warn when ``prompt`` has more tokens than the pipeline will keep (Wan truncates silently)."""
+def truncation_message(pipe, prompt: str, max_sequence_length: int | None) -> str | None:
+    """One line when ``prompt`` has more tokens than the pipeline will keep (Wan truncates silently), else ``None``."""
     tokenizer = getattr(pipe, "tokenizer", None)
     if max_sequence_length is None or tokenizer is None:
-        return
+        return None
     n = len(tokenizer(prompt).input_ids)
     if n > max_sequence_length:
-        warnings.warn(f"prompt {prompt!r} has {n} tokens but this model reads only the first {max_sequence_length} "
-                      "(the rest is dropped); shorten the prompt", stacklevel=2)
+        return (f"prompt {prompt!r} has {n} tokens but this model reads only the first {max_sequence_length} "
+                "(the rest is dropped); shorten the prompt")
+    return None
+
+
+def prompt_problems(pipe, prompt: str, max_sequence_length: int | None) -> list[str]:
+    """Each way the pipeline will not read ``prompt`` as written, one line each: words outside its
+    tokenizer's vocabulary (read as ``<unk>``), more tokens than ``max_sequence_length``."""
+    from kaleido.tiny.pipeline import unknown_words_message
+
+    tokenizer = getattr(pipe, "tokenizer", None)
+    msgs = [unknown_words_message(tokenizer, prompt) if tokenizer is not None else None,
+            truncation_message(pipe, prompt, max_sequence_length)]
+    return [m for m in msgs if m]
+
+
+def warn_if_truncated(pipe, prompt: str, max_sequence_length: int | None) -> None:
+    """Warn (:class:`kaleido.tiny.pipeline.PromptWarning`) when ``prompt`` has more tokens than the pipeline
+    will keep. (Words outside the miniature model's vocabulary are warned about by its pipeline's call.)"""
+    from kaleido.tiny.pipeline import PromptWarning
+
+    msg = truncation_message(pipe, prompt, max_sequence_length)
+    if msg:
+        warnings.warn(msg, PromptWarning, stacklevel=3)
+
+
+def show_progress(progress: bool | None) -> bool:
+    """``progress``, or for ``None`` whether stderr is a terminal (a log file gets no progress bars)."""
+    return sys.stderr.isatty() if progress is None else bool(progress)
+
+
+def label_progress(pipe, desc: str, progress: bool | None) -> None:
+    """One progress bar per pipeline call, labelled ``desc`` and kept when done, or none (``progress`` False,
+    or ``None`` with stderr not a terminal): sets the pipeline's own bar (``pipe.set_progress_bar_config``)."""
+    if hasattr(pipe, "set_progress_bar_config"):
+        pipe.set_progress_bar_config(desc=desc, disable=not show_progress(progress), leave=True)
 
 
 def generate(pipe, prompt: str, seed: int, settings: GenerationSettings) -> tuple[np.ndarray, float, float]:
@@ -198,33 +233,35 @@ class RunResult:
         }
 
 
-def warm_up(pipe, prompt: str, settings: GenerationSettings, steps: int) -> None:
+def warm_up(pipe, prompt: str, settings: GenerationSettings, steps: int, progress: bool | None = None) -> None:
     """One untimed ``steps``-step generation, so that one-time costs (allocator growth, lazy
     initialisation, Kaleido's first-call setup) do not land in the first timed run."""
     if steps > 0:
+        label_progress(pipe, "warm-up", progress)
         generate(pipe, prompt, 0, dataclasses.replace(settings, steps=steps))
 
 
 def dense_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings,
-               progress: bool = True, warmup_steps: int = 0) -> dict[tuple[str, int], tuple[np.ndarray, float, float]]:
-    """Dense generations keyed by (prompt, seed); ``warmup_steps`` > 0: an untimed warm-up first."""
-    from tqdm.auto import tqdm
+               progress: bool | None = None, warmup_steps: int = 0) -> dict[tuple[str, int], tuple[np.ndarray, float, float]]:
+    """Dense generations keyed by (prompt, seed); ``warmup_steps`` > 0: an untimed warm-up first.
 
+    ``progress``: one progress bar per generation ("dense i/n"), none with ``False``; ``None``: only when
+    stderr is a terminal (:func:`label_progress`)."""
     out = {}
     pairs = [(p, s) for p in prompts for s in seeds]
     if pairs:
-        warm_up(pipe, pairs[0][0], settings, warmup_steps)
-    for p, s in tqdm(pairs, desc="dense", disable=not progress):
+        warm_up(pipe, pairs[0][0], settings, warmup_steps, progress)
+    for i, (p, s) in enumerate(pairs):
+        label_progress(pipe, f"dense {i + 1}/{len(pairs)}", progress)
         out[(p, s)] = generate(pipe, p, s, settings)
     return out
 
 
-def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationSettings, progress: bool = True,
+def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationSettings, progress: bool | None = None,
                  desc: str = "kaleido", lpips: bool = True, warmup_steps: int = 0) -> list[RunResult]:
     """Kaleido generations of every key of ``dense``, compared with them; ``warmup_steps`` > 0:
-    an untimed Kaleido warm-up first (its trace is discarded: each pipeline call starts a new one)."""
-    from tqdm.auto import tqdm
-
+    an untimed Kaleido warm-up first (its trace is discarded: each pipeline call starts a new one).
+    ``progress``: as :func:`dense_runs` (bars labelled "``desc`` i/n")."""
     results = []
     report = apply(pipe.transformer, config)
     patched = {"summary": report.summary(), "active_ops": report.ops_by_kind(),
@@ -232,8 +269,10 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
                "dense_counted": len(report.dense_counted)}
     try:
         if dense:
-            warm_up(pipe, next(iter(dense))[0], settings, warmup_steps)
-        for (p, s), (ref, wall_d, tr_d) in tqdm(list(dense.items()), desc=desc, disable=not progress):
+            warm_up(pipe, next(iter(dense))[0], settings, warmup_steps, progress)
+        items = list(dense.items())
+        for i, ((p, s), (ref, wall_d, tr_d)) in enumerate(items):
+            label_progress(pipe, f"{desc} {i + 1}/{len(items)}", progress)
             frames, wall_k, tr_k = generate(pipe, p, s, settings)
             trace = get_trace(pipe.transformer)
             if trace is None:

@@ -4,17 +4,26 @@
 the package (``tiny_pipeline_path()``), offline. Any other value is a local diffusers folder or
 a hub id (e.g. ``"Wan-AI/Wan2.1-T2V-1.3B-Diffusers"``), loaded the way diffusers documents for
 Wan 2.1 (VAE kept in float32, the rest in ``dtype``). ``TINY_DEMO`` holds the generation settings
-the tiny model was trained for.
+the tiny model was trained for, and ``load_pipeline("tiny")`` returns a :class:`TinyWanPipeline`:
+a ``WanPipeline`` whose call defaults are ``TINY_DEMO`` (17 frames of 64x64, 25 steps, 16 text
+tokens) instead of Wan 2.1's 480x832 x 81 frames x 50 steps, so ``pipe("a prompt")`` runs the
+miniature model at the size it was trained for; every keyword still overrides. It also warns
+(:class:`PromptWarning`) about prompt words outside its vocabulary, which it would read as ``<unk>``.
+
+Every loader error a user can cause - a folder without ``model_index.json``, a hub id that is not
+cached while ``HF_HUB_OFFLINE=1``, a repository that does not exist - is a one-line ``ValueError``.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from diffusers import WanPipeline
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,63 @@ TINY_DEMO = DemoSettings(max_sequence_length=TINY_TEXT_TOKENS)
 WAN21_DEMO = DemoSettings(height=480, width=832, num_frames=81, num_inference_steps=50, guidance_scale=5.0)
 
 
+class PromptWarning(UserWarning):
+    """A prompt the model will not read as written: words outside its vocabulary, or too many tokens."""
+
+
+def unknown_words(tokenizer, prompt: str) -> list[str]:
+    """The words of ``prompt`` that ``tokenizer`` maps to its unknown token (in order, once each).
+
+    Needs a fast tokenizer (offsets); a tokenizer without an unknown token (byte-level) returns ``[]``.
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None or not getattr(tokenizer, "is_fast", False):
+        return []
+    enc = tokenizer(prompt, return_offsets_mapping=True, add_special_tokens=False)
+    out: list[str] = []
+    for tid, (a, b) in zip(enc.input_ids, enc.offset_mapping):
+        if tid == unk and prompt[a:b] not in out:
+            out.append(prompt[a:b])
+    return out
+
+
+def vocabulary_file(tokenizer) -> str:
+    """Where ``tokenizer``'s word list is: its folder's ``vocab.txt`` when there is one, else its name."""
+    name = str(getattr(tokenizer, "name_or_path", "") or "")
+    vocab = Path(name) / "vocab.txt"
+    return str(vocab) if vocab.is_file() else (name or "the tokenizer's vocabulary")
+
+
+def unknown_words_message(tokenizer, prompt: str) -> str | None:
+    """One line naming the words of ``prompt`` outside ``tokenizer``'s vocabulary and where that is, or ``None``."""
+    words = unknown_words(tokenizer, prompt)
+    if not words:
+        return None
+    return (f"prompt {prompt!r}: {', '.join(map(repr, words))} not in the model's vocabulary (read as <unk>); "
+            f"use words from {vocabulary_file(tokenizer)}")
+
+
+class TinyWanPipeline(WanPipeline):
+    """``WanPipeline`` whose call defaults are :data:`TINY_DEMO` (``load_pipeline("tiny")`` returns one).
+
+    ``pipe(prompt)`` generates 17 frames of 64x64 in 25 steps with 16 text tokens, the settings the
+    miniature model was trained for (Wan 2.1's own defaults, 480x832 x 81 frames x 50 steps, would take
+    hours on a CPU and are far outside what it learned). Any keyword passed overrides its default;
+    every other behaviour is ``WanPipeline``'s. Prompt words outside the vocabulary warn once per call.
+    """
+
+    def __call__(self, prompt=None, negative_prompt=TINY_DEMO.negative_prompt, height=TINY_DEMO.height,
+                 width=TINY_DEMO.width, num_frames=TINY_DEMO.num_frames,
+                 num_inference_steps=TINY_DEMO.num_inference_steps, guidance_scale=TINY_DEMO.guidance_scale, *args,
+                 max_sequence_length=TINY_DEMO.max_sequence_length, **kwargs):
+        for p in [prompt] if isinstance(prompt, str) else list(prompt or []):
+            msg = unknown_words_message(self.tokenizer, p)
+            if msg:
+                warnings.warn(msg, PromptWarning, stacklevel=2)
+        return super().__call__(prompt, negative_prompt, height, width, num_frames, num_inference_steps,
+                                guidance_scale, *args, max_sequence_length=max_sequence_length, **kwargs)
+
+
 def tiny_pipeline_path() -> Path:
     """Folder of the shipped tiny pipeline (``model_index.json`` + safetensors)."""
     return Path(str(importlib.resources.files("kaleido") / "assets" / "tiny-wan"))
@@ -65,21 +131,68 @@ def resolve_model(model: str) -> str:
     return model
 
 
+def dtype_kwarg(dtype: torch.dtype) -> dict:
+    """``{"dtype": dtype}`` for diffusers releases that take it (0.37 and later deprecate ``torch_dtype``
+    with a FutureWarning on every load), else ``{"torch_dtype": dtype}``."""
+    import diffusers.utils
+
+    return {"dtype": dtype} if hasattr(diffusers.utils, "_resolve_dtype") else {"torch_dtype": dtype}
+
+
+def check_hub_id(model: str) -> None:
+    """Refuse at once, in one line, a hub id that cannot load: not cached while ``HF_HUB_OFFLINE=1``, or
+    (online, not cached) a repository the hub does not have, will not show, or cannot be reached for."""
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(model, "model_index.json"), str):
+        return
+    if constants.HF_HUB_OFFLINE:
+        raise ValueError(f"model {model!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids "
+                         f"downloading it: run `hf download {model}` with network (or unset HF_HUB_OFFLINE), "
+                         "or pass 'tiny' or a local pipeline folder")
+    try:
+        HfApi().model_info(model)
+    except Exception as e:  # a probe: whatever stops it (no such repository, gated, no network) is the user's to fix
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"model {model!r} is not cached and the hub cannot give it ({type(e).__name__}: {first}); "
+                         "check the id, your network, and `hf auth login` for a gated model, or pass 'tiny' "
+                         "or a local pipeline folder") from None
+
+
+def from_pretrained(cls, source: str, **kwargs):
+    """``cls.from_pretrained(source, **kwargs)`` with the hub's and diffusers' loading errors (a missing,
+    gated or half-downloaded repository, no network) as a one-line ``ValueError`` naming ``source``."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if not os.path.isdir(source):
+        check_hub_id(source)
+    try:
+        return cls.from_pretrained(source, **kwargs)
+    except (OSError, HfHubHTTPError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        fix = ("check that it is a complete diffusers pipeline folder" if os.path.isdir(source) else
+               "check the id, your network, and `hf auth login` for a gated model")
+        raise ValueError(f"cannot load {source!r} ({type(e).__name__}: {first[:300]}); {fix}, or pass 'tiny'") from None
+
+
 def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
-    """A ``diffusers.WanPipeline`` on ``device``.
+    """A ``diffusers.WanPipeline`` on ``device``; for ``"tiny"`` a :class:`TinyWanPipeline` (call defaults
+    ``TINY_DEMO``).
 
     model: ``"tiny"`` (shipped, offline), a local diffusers folder, or a hub id (needs network
-    unless cached; with ``HF_HUB_OFFLINE=1`` it fails at once instead of retrying).
+    unless cached; with ``HF_HUB_OFFLINE=1`` an uncached id fails at once, in one line).
     """
-    from diffusers import AutoencoderKLWan, WanPipeline
+    from diffusers import AutoencoderKLWan
 
     source = resolve_model(model)
-    if model == "tiny" or os.path.isdir(source) and _is_small(source):
-        pipe = WanPipeline.from_pretrained(source, torch_dtype=dtype)
+    if model == "tiny":
+        pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dtype))
+    elif os.path.isdir(source) and _is_small(source):
+        pipe = from_pretrained(WanPipeline, source, **dtype_kwarg(dtype))
     else:
         # diffusers' recipe for Wan 2.1: the VAE stays in float32 for quality
-        vae = AutoencoderKLWan.from_pretrained(source, subfolder="vae", torch_dtype=torch.float32)
-        pipe = WanPipeline.from_pretrained(source, vae=vae, torch_dtype=dtype)
+        vae = from_pretrained(AutoencoderKLWan, source, subfolder="vae", **dtype_kwarg(torch.float32))
+        pipe = from_pretrained(WanPipeline, source, vae=vae, **dtype_kwarg(dtype))
     return pipe.to(device)
 
 
