@@ -38,14 +38,21 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     method_list = [m.strip() for m in methods.split(",")] if methods else None
     call = {"num_inference_steps": steps} if steps else {}
     results = Path(results_dir)
+    failed = 0  # points whose worker died or crashed: the analysis below covers the others; exit status 1
     if not plot_only:
         try:
             points = build_points(pipeline, method_list, n_prompts, seed_list, call)
             summary = run_sweep(points, results, scheduler=scheduler, n_workers=n_workers)
         except ValueError as e:
             raise click.UsageError(str(e))
-        click.echo(f"sweep: {summary.total} points, {summary.already_done} already done, {summary.computed} computed",
-                   err=True)
+        click.echo(f"sweep: {summary.total} points, {summary.already_done} already done, {summary.computed} computed"
+                   + (f", {len(summary.failed)} failed" if summary.failed else ""), err=True)
+        for line in summary.failed:
+            click.echo(f"failed: {line}", err=True)
+        failed = len(summary.failed)
+        if failed:
+            click.echo(f"the finished rows are kept in {results}: run the same command again to compute only the "
+                       f"{len(summary.failed)} missing point(s)", err=True)
     if compact:
         from kaleido.compare.analysis import compact_rows
 
@@ -74,6 +81,8 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
                                "accelerators_matched_quality": {"min_psnr_db": MATCHED_PSNR_DB, "tables": accel_matched},
                                "errors": [{"method": r["method"], "settings": r["settings"], "error": r["error"]}
                                           for r in errors(rows)]}, indent=1))
+        if failed:
+            raise SystemExit(1)
         return
     from rich.console import Console
     from rich.table import Table
@@ -108,6 +117,8 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
                           "-" if d["psnr"] is None else f"{d['psnr']:.1f} dB", _figure_kind(d))
             con.print(a)
     con.print(f"Pareto plot: {results / 'pareto.png'}")
+    if failed:
+        raise SystemExit(1)
 
 
 def _figure_kind(d: dict) -> str:

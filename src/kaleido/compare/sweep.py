@@ -7,6 +7,13 @@ task running :func:`kaleido.compare.worker.run_point`.  Points whose row already
 in ``results_dir`` are not submitted at all (resume).  Dense references run first so
 method points never race to compute the same reference.
 
+Faults: each task writes its own row atomically as soon as it finishes, so a worker
+that dies (killed, out of memory, a crashing library) loses at most the points it was
+computing.  Dask retries such a point on another (or the restarted) worker up to
+``distributed.scheduler.allowed-failures`` times; a point that still fails is listed in
+:attr:`SweepSummary.failed` and the sweep goes on with the others.  Running the same
+sweep again computes only the points without a row.
+
 A script that calls :func:`run_sweep` with the local cluster must guard its entry
 point with ``if __name__ == "__main__":`` (workers are spawned and re-import it).
 """
@@ -16,8 +23,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from .points import DENSE, SweepPoint
+from .points import DENSE, SweepPoint, settings_label
 from .worker import run_point
 
 
@@ -26,12 +34,14 @@ class SweepSummary:
     total: int
     already_done: int
     computed: int
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # points a method refused (their rows record why)
     keys_computed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # points without a row: "<label> [<key>]: <why>"
+    keys_failed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"total": self.total, "already_done": self.already_done, "computed": self.computed,
-                "errors": list(self.errors)}
+                "errors": list(self.errors), "failed": list(self.failed)}
 
 
 def pending(points: list[SweepPoint], results_dir: Path) -> list[SweepPoint]:
@@ -63,9 +73,21 @@ def _client(scheduler: str | None, n_workers: int):
     return Client(cluster), cluster
 
 
+def _why_failed(exc: BaseException) -> str:
+    from distributed import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        return "its worker process died while computing it (killed, out of memory or crashed)"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str | None = None, n_workers: int = 1,
-              progress: bool = True) -> SweepSummary:
-    """Compute every point of ``points`` that has no row yet; rows go to ``results_dir/<key>.json``."""
+              progress: bool = True, compute: Callable[[dict, str], dict] = run_point) -> SweepSummary:
+    """Compute every point of ``points`` that has no row yet; rows go to ``results_dir/<key>.json``.
+
+    ``compute(point_dict, results_dir) -> row`` is what each task runs; it must write the
+    point's row itself (:func:`kaleido.compare.worker.run_point` does).  A point whose task
+    fails or whose worker dies is reported in ``failed``, not raised: the other points go on."""
     results = Path(results_dir)
     results.mkdir(parents=True, exist_ok=True)
     unique = {p.key: p for p in points}
@@ -86,10 +108,26 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str 
         for phase in phases:
             if not phase:
                 continue
-            futures = [client.submit(run_point, p.to_dict(), str(results), key=f"kaleido-point-{p.key}", pure=False)
+            futures = [client.submit(compute, p.to_dict(), str(results), key=f"kaleido-point-{p.key}", pure=False)
                        for p in phase]
-            for fut in as_completed(futures):
-                row = fut.result()
+            point_of = {f.key: p for f, p in zip(futures, phase)}
+            done = as_completed(futures)
+            del futures  # each result is released once read: a worker that dies later holds none to recompute
+            for fut in done:
+                try:
+                    row = fut.result()
+                except ValueError:  # the sweep's own plan is wrong (unknown pipeline, weights changed): stop
+                    raise
+                except Exception as e:  # noqa: BLE001 - a dead worker or a crash: the point stays pending for a rerun
+                    p = point_of[fut.key]
+                    summary.failed.append(f"{settings_label(p.method, p.settings)}, prompt {p.prompt!r}, seed {p.seed} "
+                                          f"[{p.key}]: {_why_failed(e)}")
+                    summary.keys_failed.append(p.key)
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                finally:
+                    fut.release()
                 summary.computed += 1
                 summary.keys_computed.append(row["point"]["key"])
                 if row.get("error"):

@@ -1,0 +1,103 @@
+"""A worker process killed mid-sweep: finished rows stay on disk and a rerun computes only the missing points.
+
+The task is a stand-in for :func:`kaleido.compare.worker.run_point` (same contract: write the point's row
+atomically, return it) that ends its own worker process with ``os._exit`` when it reaches the point named
+in a marker file, so the kill is real (a spawned LocalCluster worker dies, its nanny restarts it) and
+lands on a chosen point instead of at a random moment.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import cloudpickle
+import dask
+import distributed  # noqa: F401 - loads the distributed.* config defaults that the tests override
+import pytest
+
+from kaleido.compare.points import SweepPoint
+from kaleido.compare.sweep import run_sweep
+
+# the workers cannot import this test module: ship its functions by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def fake_point(point_dict: dict, results_dir: str) -> dict:
+    """Like run_point: an existing row is returned as it is; otherwise log the computation, die for the point
+    named in ``kill-<key>`` (once if the marker says so), or write its row."""
+    from kaleido.compare.worker import write_json_atomic
+
+    results = Path(results_dir)
+    key = point_dict["key"]
+    if (results / f"{key}.json").exists():
+        return json.loads((results / f"{key}.json").read_text())
+    with open(results.parent / "calls.log", "a") as log:
+        log.write(f"{key} {os.getpid()}\n")
+    marker = results.parent / f"kill-{key}"
+    if marker.exists():
+        if marker.read_text() == "once":
+            marker.unlink()
+        os._exit(1)  # the worker process dies here, without any clean-up
+    row = {"point": point_dict, "psnr": 30.0, "pid": os.getpid()}
+    write_json_atomic(results / f"{key}.json", row)
+    return row
+
+
+def make_points() -> list[SweepPoint]:
+    dense = SweepPoint("random-wan", "dense", "a red ball", 0)
+    return [dense] + [SweepPoint("random-wan", "tome", "a red ball", 0, {"ratio": r}) for r in (0.1, 0.2, 0.3, 0.4)]
+
+
+def calls(tmp_path) -> list[str]:
+    return [ln.split()[0] for ln in (tmp_path / "calls.log").read_text().splitlines()]
+
+
+def test_killed_worker_keeps_finished_rows_and_a_rerun_computes_only_the_missing_point(tmp_path):
+    results = tmp_path / "rows"
+    pts = make_points()
+    victim = pts[2]  # the second method point: one method row finishes before it dies, two after
+    (tmp_path / f"kill-{victim.key}").write_text("always")
+    # no retry of the doomed point, and one task per worker thread at a time (by default the scheduler hands a
+    # worker one more, which its death would count against too)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}):
+        summary = run_sweep(pts, results, n_workers=1, progress=False, compute=fake_point)
+    assert summary.keys_failed == [victim.key]
+    assert "worker process died" in summary.failed[0] and "tome ratio=0.2" in summary.failed[0]
+    assert sorted(summary.keys_computed) == sorted(p.key for p in pts if p is not victim)
+    assert sorted(calls(tmp_path)) == sorted(p.key for p in pts)  # each point computed once, the victim included
+    rows = {f.stem: json.loads(f.read_text()) for f in results.glob("*.json")}
+    assert set(rows) == {p.key for p in pts if p is not victim}  # every finished row is on disk, whole
+    assert len({r["pid"] for r in rows.values()}) == 2  # rows from the worker that died and from its replacement
+    assert sorted(os.listdir(results)) == sorted(f"{k}.json" for k in rows)  # no half row, no temporary file
+    mtimes = {f.name: f.stat().st_mtime_ns for f in results.iterdir()}
+
+    (tmp_path / f"kill-{victim.key}").unlink()
+    (tmp_path / "calls.log").unlink()
+    again = run_sweep(pts, results, n_workers=1, progress=False, compute=fake_point)
+    assert (again.total, again.already_done, again.computed, again.failed) == (5, 4, 1, [])
+    assert calls(tmp_path) == [victim.key]  # only the missing point was computed
+    assert all(f.stat().st_mtime_ns == mtimes[f.name] for f in results.iterdir() if f.name in mtimes)
+    assert len(list(results.glob("*.json"))) == 5
+
+
+def test_a_worker_that_dies_once_costs_nothing_but_the_retry(tmp_path):
+    results = tmp_path / "rows"
+    pts = make_points()
+    victim = pts[3]
+    (tmp_path / f"kill-{victim.key}").write_text("once")
+    summary = run_sweep(pts, results, n_workers=1, progress=False, compute=fake_point)  # default retries
+    assert (summary.computed, summary.failed) == (5, [])
+    log = calls(tmp_path)
+    assert log.count(victim.key) == 2 and all(log.count(p.key) == 1 for p in pts if p is not victim)
+    assert len(list(results.glob("*.json"))) == 5
+
+
+def test_a_sweep_whose_plan_is_wrong_still_stops(tmp_path):
+    """A ValueError from a task (e.g. the weights changed mid-sweep) is not a fault to skip: it stops the sweep."""
+
+    def wrong_plan(point_dict, results_dir):
+        raise ValueError("the weights changed mid-sweep; plan the sweep again")
+
+    with pytest.raises(ValueError, match="plan the sweep again"):
+        run_sweep(make_points()[:1], tmp_path, n_workers=1, progress=False, compute=wrong_plan)
