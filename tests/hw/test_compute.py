@@ -12,10 +12,16 @@ from kaleido.hw.mapping import fold_plan, k_fold_pieces
 
 
 def scalesim_total(M, K, N, R, C, flow):
-    """SCALE-Sim v2's stall-free totals as written in facts.md (GEMM M x K by K x N)."""
+    """SCALE-Sim's stall-free totals as written in facts.md (GEMM M x K by K x N); is: v3's.
+
+    Real SCALE-Sim v3 outputs are checked in ``test_scalesim_reference.py``.
+    """
     if flow == "os":
         folds = math.ceil(M / R) * math.ceil(N / C)
         return folds * (K + R + C - 2) - 1
+    if flow == "is":
+        folds = math.ceil(K / R) * math.ceil(M / C)
+        return folds * (N + 2 * R + C - 2) - 1
     folds = math.ceil(K / R) * math.ceil(N / C)
     return folds * (M + 2 * R + C - 2) - 1
 
@@ -25,7 +31,7 @@ arr = st.sampled_from([4, 8, 16, 32, 128])
 
 
 @settings(max_examples=200, deadline=None)
-@given(M=dims, K=dims, N=dims, R=arr, C=arr, flow=st.sampled_from(["os", "ws"]))
+@given(M=dims, K=dims, N=dims, R=arr, C=arr, flow=st.sampled_from(["os", "ws", "is"]))
 def test_compat_cycles_equal_scalesim_formula(M, K, N, R, C, flow):
     cfg = ArrayConfig(R, C, dataflow=flow, timing="scalesim_compat")
     assert dense_cycles(M, K, N, cfg) == scalesim_total(M, K, N, R, C, flow)
@@ -49,10 +55,13 @@ def test_compat_sram_counts_equal_scalesim(M, K, N, R, C):
                    "ofmap_writes": M * N + folds_os * (R + C)}
     assert ws_ == {"ifmap_reads": M * K * math.ceil(N / C), "filter_reads": K * N,
                    "ofmap_writes": M * N * math.ceil(K / R)}
+    is_ = scalesim_sram_counts(M, K, N, ArrayConfig(R, C, dataflow="is", timing="scalesim_compat"))
+    assert is_ == {"ifmap_reads": M * K, "filter_reads": K * N * math.ceil(M / C),
+                   "ofmap_writes": M * N * math.ceil(K / R)}
 
 
 @settings(max_examples=200, deadline=None)
-@given(M=dims, K=dims, N=dims, R=arr, C=arr, flow=st.sampled_from(["os", "ws"]),
+@given(M=dims, K=dims, N=dims, R=arr, C=arr, flow=st.sampled_from(["os", "ws", "is"]),
        timing=st.sampled_from(["default", "scalesim_compat"]))
 def test_cycles_at_least_macs_over_pes_and_default_not_slower(M, K, N, R, C, flow, timing):
     cfg = ArrayConfig(R, C, dataflow=flow, timing=timing)
@@ -73,12 +82,16 @@ def test_default_mode_large_gemm_near_full_utilisation():
 def test_fold_plan_and_k_pieces():
     p = fold_plan(300, 200, 100, "ws", 128, 64)
     assert (p.Sr, p.Sc, p.T, p.row_folds, p.col_folds) == (200, 100, 300, 2, 2)
+    p = fold_plan(300, 200, 100, "is", 128, 64)
+    assert (p.Sr, p.Sc, p.T, p.row_folds, p.col_folds) == (200, 300, 100, 2, 5)
+    with pytest.raises(ValueError, match="'xs' is not a dataflow"):
+        fold_plan(1, 1, 1, "xs", 8, 8)
     pg, pf, ps = k_fold_pieces((44, 42, 42), 64)
     assert pg.tolist() == [0, 1, 1, 2] and pf.tolist() == [0, 0, 1, 1] and ps.tolist() == [44, 20, 22, 42]
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(rows=0), "rows=0"), (dict(cols=5000), "cols=5000"), (dict(dataflow="is"), "dataflow"),
+    (dict(rows=0), "rows=0"), (dict(cols=5000), "cols=5000"), (dict(dataflow="xs"), "dataflow='xs'"),
     (dict(clock_ghz=-1.0), "clock_ghz"), (dict(timing="fast"), "timing"), (dict(low_bits=9), "low_bits"),
     (dict(rows=4096, cols=4096, buffers=BufferConfig(ifmap_kib=4)), "cannot hold"),
 ])

@@ -2,18 +2,23 @@
 
 Two timing modes (``ArrayConfig.timing``):
 
-``scalesim_compat`` reproduces SCALE-Sim v2's stall-free totals exactly: folds run
-one after another and every fold pays its own fill/drain (and, for WS, its weight
-preload)::
+``scalesim_compat`` reproduces SCALE-Sim's stall-free totals exactly (v2 for os/ws,
+v3.0.0 for all three flows, checked against real v3 outputs in
+``tests/hw/test_scalesim_reference.py``): folds run one after another and every fold
+pays its own fill/drain (and, for WS / IS, its stationary-operand preload)::
 
     os:  sum_f (T_f + R + C - 2)  - 1        (T_f = K for a dense fold)
     ws:  sum_f (T_f + 2R + C - 2) - 1        (T_f = M; R cycles of preload exposed)
+    is:  sum_f (T_f + 2R + C - 2) - 1        (T_f = N; R cycles of A-preload exposed)
 
 ``default`` models a double-buffered array: the next fold's weights (WS) are
 preloaded, and the previous fold's outputs (OS) drained, while the current fold
 streams, so a fold costs ``max(T_f, R)`` cycles (the preload/drain of R rows
-bounds a short fold) and the skew ``R + C - 2`` (plus, for WS, the first
+bounds a short fold) and the skew ``R + C - 2`` (plus, for WS / IS, the first
 preload ``R``) is paid once per GEMM.
+
+Limited DRAM bandwidth (stalls while double-buffered SRAM halves refill) is
+:func:`kaleido.hw.memory.bandwidth_stalls`; everything here is stall-free.
 
 In both modes a fold whose stream is empty (``T_f == 0``: every row it holds is
 fully reused) is skipped.  ``T_f`` comes from the dense mapping or from the
@@ -45,7 +50,7 @@ def folded_cycles(stream: np.ndarray, counts: np.ndarray | int, cfg: ArrayConfig
     if cfg.timing == "scalesim_compat":
         per = R + C - 2 if cfg.dataflow == "os" else 2 * R + C - 2
         return float((counts[live] * stream[live]).sum() + n_live * per - 1)
-    once = R + C - 2 + (R if cfg.dataflow == "ws" else 0)
+    once = R + C - 2 + (R if cfg.dataflow in ("ws", "is") else 0)
     return float((counts[live] * np.maximum(stream[live], R)).sum() + once)
 
 
@@ -56,11 +61,12 @@ def dense_cycles(M: int, K: int, N: int, cfg: ArrayConfig) -> float:
 
 
 def scalesim_sram_counts(M: int, K: int, N: int, cfg: ArrayConfig) -> dict[str, int]:
-    """SCALE-Sim v2's stall-free SRAM access counts (words of 1 byte) for a dense GEMM.
+    """SCALE-Sim's stall-free SRAM access counts (words of 1 byte) for a dense GEMM.
 
-    ifmap reads ``M*K*ceil(N/C)`` (both flows); filter reads ``K*N*ceil(M/R)`` (os) or
-    ``K*N`` (ws); ofmap writes ``M*N*ceil(K/R)`` (ws) or ``M*N + folds*(R+C)`` (os:
-    the simulator counts the drain of every fold once more; reproduced, not endorsed).
+    ifmap reads ``M*K*ceil(N/C)`` (os, ws) or ``M*K`` (is); filter reads
+    ``K*N*ceil(M/R)`` (os), ``K*N`` (ws) or ``K*N*ceil(M/C)`` (is); ofmap writes
+    ``M*N*ceil(K/R)`` (ws, is) or ``M*N + folds*(R+C)`` (os: the simulator counts the
+    drain of every fold once more; reproduced, not endorsed).  v2 and v3.0.0 agree.
     """
     R, C = cfg.rows, cfg.cols
     p = fold_plan(M, K, N, cfg.dataflow, R, C)
@@ -68,6 +74,10 @@ def scalesim_sram_counts(M: int, K: int, N: int, cfg: ArrayConfig) -> dict[str, 
     if cfg.dataflow == "os":
         filt = K * N * p.row_folds
         ofmap = M * N + p.folds * (R + C)
+    elif cfg.dataflow == "is":
+        ifmap = M * K
+        filt = K * N * p.col_folds
+        ofmap = M * N * p.row_folds
     else:
         filt = K * N
         ofmap = M * N * p.row_folds

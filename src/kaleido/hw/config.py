@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-DATAFLOWS = ("os", "ws")
+DATAFLOWS = ("os", "ws", "is")
 TIMING_MODES = ("default", "scalesim_compat")
 
 
@@ -65,7 +65,8 @@ class ArrayConfig:
     """An ``rows x cols`` array of int8 PEs.
 
     ``dataflow``: ``"os"`` (output stationary: rows <- GEMM M, cols <- N, K streams)
-    or ``"ws"`` (weight stationary: rows <- K, cols <- N, M streams).
+    or ``"ws"`` (weight stationary: rows <- K, cols <- N, M streams) or ``"is"``
+    (input stationary: rows <- K, cols <- M, N streams; SCALE-Sim v3's third flow).
     ``timing``: ``"scalesim_compat"`` reproduces SCALE-Sim v2's stall-free counts
     (folds serialised, WS preload exposed); ``"default"`` overlaps weight preload and
     output drain with the previous fold (double-buffered PE registers).
@@ -93,7 +94,7 @@ class ArrayConfig:
         if not (0 < self.clock_ghz <= 10):
             raise ValueError(f"ArrayConfig.clock_ghz={self.clock_ghz!r} is outside (0, 10] GHz")
         if self.dataflow not in DATAFLOWS:
-            raise ValueError(f"ArrayConfig.dataflow={self.dataflow!r}: use one of {DATAFLOWS}")
+            raise ValueError(f"ArrayConfig.dataflow={self.dataflow!r} is not a dataflow; use one of {DATAFLOWS}")
         if self.timing not in TIMING_MODES:
             raise ValueError(f"ArrayConfig.timing={self.timing!r}: use one of {TIMING_MODES}")
         if not isinstance(self.low_bits, int) or not 1 <= self.low_bits <= 7:

@@ -7,7 +7,10 @@ flow  array rows (Sr)   array cols (Sc)   streamed in time (T)
 ====  ================  ================  ===================
 os    M                 N                 K
 ws    K                 N                 M
+is    K                 M                 N
 ====  ================  ================  ===================
+
+(``is``, input stationary, is SCALE-Sim v3's: A is held in the PEs, B streams.)
 
 A fold is one ``R x C`` tile of the ``Sr x Sc`` spatial extent; there are
 ``ceil(Sr/R) * ceil(Sc/C)`` of them and a partial fold costs as much time as a full one.
@@ -46,8 +49,10 @@ def fold_plan(M: int, K: int, N: int, dataflow: str, R: int, C: int) -> FoldPlan
         Sr, Sc, T = M, N, K
     elif dataflow == "ws":
         Sr, Sc, T = K, N, M
+    elif dataflow == "is":
+        Sr, Sc, T = K, M, N
     else:
-        raise ValueError(f"dataflow {dataflow!r}: use 'os' or 'ws'")
+        raise ValueError(f"dataflow {dataflow!r} is not a dataflow; use 'os', 'ws' or 'is'")
     return FoldPlan(dataflow, Sr, Sc, T, ceil_div(Sr, R), ceil_div(Sc, C))
 
 
