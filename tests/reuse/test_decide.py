@@ -148,3 +148,40 @@ def test_decide_with_anchors_agrees_with_anchor_index(grid, groups, cfg, seed):
     for g, sl in enumerate(groups.slices):
         idx = anchors[..., g : g + 1].expand(-1, -1, sl.stop - sl.start)
         assert torch.equal(eff[..., sl], torch.gather(A[..., sl], -2, idx))
+
+
+@FAST
+@given(grid=grids(), groups=channel_groups(max_groups=4), cfg=configs(), seed=st.integers(0, 10_000),
+       gran=st.sampled_from(["group", "head", "tensor"]), dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_decide_effective_equals_quantize_decide_gather(grid, groups, cfg, seed, gran, dtype):
+    """The float path's fused decision = quantize -> decide (naive reference) -> gather, mode for mode and
+    value for value, for strided operands (attention's (B, H, S, D) views) of any float dtype."""
+    import dataclasses
+
+    from kaleido.reuse import decide_effective, quantize
+
+    from .strategies import correlated_rows
+
+    cfg = dataclasses.replace(cfg, granularity=gran)
+    A = correlated_rows((2,), grid, groups.dim, seed).to(dtype)
+    A = A.unsqueeze(1).expand(2, 2, *A.shape[1:]).transpose(1, 2).contiguous().transpose(1, 2)  # (2, 2, S, K) strided
+    mm, eff = decide_effective(A, grid, groups, cfg)
+    A_q, _ = quantize(A, groups, gran)
+    modes, _ = naive_decide(A_q.reshape(-1, *A_q.shape[-2:])[0], grid, groups, cfg)
+    assert torch.equal(mm.modes[0, 0].long(), modes)
+    assert torch.equal(mm.modes, decide(A_q, grid, groups, cfg).modes)
+    ref = effective_operand(A, mm)
+    assert eff.dtype == A.dtype and eff.stride() == A.stride() and torch.equal(eff, ref)
+
+
+def test_decide_effective_reuses_and_keeps_device_dtype():
+    """A smooth operand gets FULL rows, and the effective row of a FULL row is its anchor's (not its own) row."""
+    from kaleido.reuse import decide_effective
+
+    grid = TokenGrid(3, 2, 2)
+    A = torch.ones(grid.seq_len, 4, dtype=torch.float16)
+    A[4:] += 0.01  # frame 1 and 2 nearly equal frame 0 -> FULL along t
+    mm, eff = decide_effective(A, grid, ChannelGroups.from_chunks(4, 2, "t"), ReuseConfig(3, 4, low_bits=3))
+    assert (mm.modes[4:] == int(Mode.FULL)).all() and (mm.modes[:4] == int(Mode.COMPUTE)).all()
+    assert eff.dtype == torch.float16 and eff.device == A.device
+    assert torch.equal(eff, torch.ones_like(A)) and not torch.equal(eff, A)

@@ -3,9 +3,8 @@
 Each patched ``nn.Linear`` gets a :class:`LinearReuseHook` registered in its diffusers
 ``HookRegistry`` under :data:`LINEAR_HOOK`; its ``new_forward`` computes
 ``y = x W^T + b`` on the reuse core's float path - the steps of
-:func:`kaleido.reuse.reuse_linear`: :func:`~kaleido.reuse.quantize`,
-:func:`~kaleido.reuse.decide.decide_with_anchors`, then a dense GEMM on
-:func:`~kaleido.reuse.effective_operand` (rows = the tokens of ``x`` ``(B, S, C_in)``,
+:func:`kaleido.reuse.reuse_linear`: :func:`~kaleido.reuse.decide_effective` (quantise, decide
+and gather the effective operand in one pass), then a dense GEMM on it (rows = the tokens of ``x`` ``(B, S, C_in)``,
 chunk groups over ``C_in``) - or densely through the original forward when the op is
 off at this layer and step.
 
@@ -27,8 +26,7 @@ from diffusers.hooks import ModelHook
 
 import torch.nn.functional as F
 
-from kaleido.reuse import ChannelGroups, ModeMap, ReuseConfig, TokenGrid, effective_operand, quantize
-from kaleido.reuse.decide import decide_with_anchors
+from kaleido.reuse import ChannelGroups, ModeMap, ReuseConfig, TokenGrid, decide_effective
 
 from .config import OP_SWITCH_OF
 from .state import KaleidoRuntime
@@ -85,31 +83,10 @@ class LinearReuseHook(ModelHook):
 def decide_linear_operand(
     x: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, cfg: ReuseConfig
 ) -> tuple[ModeMap, torch.Tensor]:
-    """``(mode_map (..., S, G), x_eff)`` of activations ``x`` ``(..., S, C)``: the core's float path.
-
-    Equal-size chunk groups sharing one reuse axis are independent problems of the
-    same shape, so they are decided in one call with the chunks moved into the
-    leading dims (``(..., G, S, C/G)``, one group each): the core then loops over the
-    axis once instead of once per chunk.  The quantisation scales are the same (one per
-    matrix and chunk with ``granularity="group"``, one per tensor with ``"tensor"``), so
-    the decisions are identical to deciding on ``x`` directly; other layouts go direct.
-    """
-    G = len(groups)
-    uniform = G > 1 and len(set(groups.sizes)) == 1 and len(set(groups.axes)) == 1
-    if not uniform or cfg.granularity not in ("group", "tensor"):
-        x_q, _ = quantize(x, groups, cfg.granularity)
-        mode_map, anchors = decide_with_anchors(x_q, grid, groups, cfg)
-        return mode_map, effective_operand(x, mode_map, anchors)
-    lead, (S, C) = tuple(x.shape[:-2]), tuple(x.shape[-2:])
-    kg = groups.sizes[0]
-    one = ChannelGroups((kg,), (groups.axes[0],), ("chunk",))
-    xc = x.reshape(*lead, S, G, kg).movedim(-2, -3).reshape(-1, S, kg)  # (N*G, S, kg)
-    x_q, _ = quantize(xc, one, cfg.granularity)
-    mm1, anchors = decide_with_anchors(x_q, grid, one, cfg)
-    eff = effective_operand(xc, mm1, anchors)
-    modes = mm1.modes.reshape(*lead, G, S).movedim(-2, -1).contiguous()  # (..., S, G)
-    x_eff = x if eff is xc else eff.reshape(*lead, G, S, kg).movedim(-3, -2).reshape(*lead, S, C)
-    return ModeMap(modes, grid, groups, cfg.low_bits), x_eff
+    """``(mode_map (..., S, G), x_eff)`` of activations ``x`` ``(..., S, C)``: the core's float path
+    (:func:`kaleido.reuse.decide_effective`, which decides runs of equal chunk groups in one op)."""
+    with torch.profiler.record_function("kaleido.decide"):
+        return decide_effective(x, grid, groups, cfg)
 
 
 class DenseCounter:

@@ -13,7 +13,7 @@ from .modes import MAX_PATTERN_GROUPS, Mode, ModeMap, ModeStats
 from .opcounts import OpCounts
 from .config import GRANULARITIES, METRICS, ReuseConfig
 from .quant import quantize, quantize_columns
-from .decide import anchor_index, decide, decide_with_anchors, effective_operand
+from .decide import anchor_index, decide, decide_effective, decide_with_anchors, effective_operand
 from .matmul import dequantize_group_products, int8_group_products, reuse_matmul
 from .attention import AttentionStats, head_saved_fractions, reuse_attention
 from .linear import reuse_linear
@@ -36,6 +36,7 @@ __all__ = [
     "decide",
     "anchor_index",
     "decide_with_anchors",
+    "decide_effective",
     "effective_operand",
     "reuse_matmul",
     "int8_group_products",

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import ReuseConfig
-from .decide import check_plain_config, decide, decide_with_anchors, effective_operand
+from .decide import check_plain_config, decide, decide_effective
 from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
 from .matmul import int8_acc_dtype, int8_matmul_blocks, int8_matmul_from_map, reuse_matmul
@@ -173,11 +173,11 @@ def reuse_attention(
         scale = D**-0.5
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
 
-    q_q, scale_q = quantize(qt, groups, config.granularity)
     if exact_int8:
-        qk_modes, anchors = decide(q_q, grid, groups, config), None
+        q_q, scale_q = quantize(qt, groups, config.granularity)
+        qk_modes = decide(q_q, grid, groups, config)
     else:
-        qk_modes, anchors = decide_with_anchors(q_q, grid, groups, config)
+        qk_modes, q_eff = decide_effective(qt, grid, groups, config)
     qk_ops = qk_modes.op_counts(Sk)
 
     probs = None
@@ -188,7 +188,6 @@ def reuse_attention(
         probs = _scores_to_probs(scores, scale, attn_mask)
         del scores
     else:
-        q_eff = effective_operand(qt, qk_modes, anchors)
         if pv_config is None:
             out = F.scaled_dot_product_attention(q_eff, kt, vt, attn_mask=attn_mask, scale=scale)
         else:

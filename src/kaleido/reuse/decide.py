@@ -30,9 +30,10 @@ import math
 import torch
 
 from .config import ReuseConfig
-from .grid import TokenGrid
+from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
 from .modes import Mode, ModeMap
+from .quant import group_runs, quant_scale
 
 _FULL = int(Mode.FULL)
 _PARTIAL = int(Mode.PARTIAL)
@@ -127,6 +128,85 @@ def _decide(
         if with_anchors:
             anchors[..., grid.grid_slice, g] = grid.from_lines(anc_lines.unsqueeze(-1), axis)[..., 0]
     return ModeMap(modes, grid, groups, config.low_bits), anchors
+
+
+def decide_effective(
+    A: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig
+) -> tuple[ModeMap, torch.Tensor]:
+    """The float path's decision in one pass: ``(mode_map, A_eff)`` of a float operand ``A`` ``(..., S, K)``.
+
+    Equal, mode for mode and value for value, to ``quantize`` -> :func:`decide_with_anchors`
+    -> :func:`effective_operand` (tested), but each position of the grid is quantised,
+    decided and its effective row written in place through strided views of ``A``: no
+    int8 copy of ``A``, no reordering into lines, no anchor indices and no gather.  Runs
+    of equal-size groups on one axis (chunk groups) are decided by one op per position.
+    ``A_eff`` has ``A``'s shape, dtype, device and strides; it is ``A`` itself when no row
+    can be FULL (``theta1 == 0``).  Nothing here synchronises with the host.
+    """
+    if not isinstance(A, torch.Tensor) or not torch.is_floating_point(A):
+        raise ValueError(
+            f"decide_effective expects the float operand A, got {getattr(A, 'dtype', type(A).__name__)}"
+        )
+    if A.dim() < 2:
+        raise ValueError(f"A must have shape (..., S, K), got {tuple(A.shape)}")
+    grid.check_seq_len(A.shape[-2], "operand A")
+    check_plain_config(config)
+    scale = quant_scale(A, groups, config.granularity)  # validates dims and finiteness
+    lead = tuple(A.shape[:-2])
+    S, G = grid.seq_len, len(groups)
+    modes = torch.zeros(*lead, S, G, dtype=torch.uint8, device=A.device)
+    if config.theta2 == 0.0:  # every row computes
+        return ModeMap(modes, grid, groups, config.low_bits), A
+    A_eff = A if config.theta1 == 0.0 else torch.empty_like(A)
+    if A_eff is not A:
+        if grid.prefix:
+            A_eff[..., : grid.prefix, :] = A[..., : grid.prefix, :]
+        if grid.suffix:
+            A_eff[..., grid.prefix + grid.n_grid :, :] = A[..., grid.prefix + grid.n_grid :, :]
+    lo, hi = -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1
+    linf = config.metric == "linf"
+    thw = (grid.T, grid.H, grid.W)
+    nl = len(lead)
+
+    def spatial(t: torch.Tensor, c0: int, c1: int, n: int) -> torch.Tensor:
+        # grid rows of channels c0:c1 as (*lead, T, H, W, n, c/n): a view, never a copy
+        return t[..., grid.grid_slice, c0:c1].unflatten(-2, thw).unflatten(-1, (n, (c1 - c0) // n))
+
+    scale = scale.expand(*lead, 1, A.shape[-1]) if scale.dim() == A.dim() else scale
+    for g0, n, size in group_runs(groups):
+        c0, c1 = groups.offsets[g0], groups.offsets[g0] + n * size
+        dim = nl + Axis.parse(groups.axes[g0]).dim
+        L = grid.shape[dim - nl]
+        x = spatial(A, c0, c1, n)
+        xe = spatial(A_eff, c0, c1, n) if A_eff is not A else None
+        s = scale[..., c0:c1].unflatten(-1, (n, size)).unsqueeze(-3).unsqueeze(-3)  # (*lead, 1, 1, 1, n, size)
+        s = s.select(dim, 0)  # broadcast against one position: (*lead, 1, 1, n, size)
+        m = modes[..., grid.grid_slice, g0 : g0 + n].unflatten(-2, thw)  # (*lead, T, H, W, n)
+        t1, t2 = (config.theta1, config.theta2) if linf else (config.theta1 * size, config.theta2 * size)
+        cur_x = x.select(dim, 0)
+        # no clamp to +-QMAX: s = fl(amax / QMAX), so |x / s| <= QMAX * (1 + 2**-23) < QMAX + 0.5 and the
+        # rounding already lands in [-QMAX, QMAX] (quantize's clamp never binds either)
+        eff_q = torch.round(cur_x.to(torch.float32) / s)
+        if xe is not None:
+            xe.select(dim, 0).copy_(cur_x)
+        for p in range(1, L):
+            cur_x = x.select(dim, p)
+            cur_q = torch.round(cur_x.to(torch.float32) / s)
+            d = cur_q - eff_q
+            if linf:
+                delta = d.abs().amax(-1)
+            else:
+                delta = d.abs().sum(-1)
+            full = delta < t1
+            partial = (delta < t2) & ~full
+            if not linf:
+                partial &= (d.amax(-1) <= hi) & (d.amin(-1) >= lo)
+            m.select(dim, p).copy_(full.to(torch.uint8) * _FULL + partial.to(torch.uint8))
+            keep = full.unsqueeze(-1)
+            eff_q = torch.where(keep, eff_q, cur_q, out=eff_q)
+            if xe is not None:
+                torch.where(keep, xe.select(dim, p - 1), cur_x, out=xe.select(dim, p))
+    return ModeMap(modes, grid, groups, config.low_bits), A_eff
 
 
 def anchor_index(mode_map: ModeMap) -> torch.Tensor:

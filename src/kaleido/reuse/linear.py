@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import ReuseConfig
-from .decide import check_plain_config, decide, decide_with_anchors, effective_operand
+from .decide import check_plain_config, decide, decide_effective
 from .grid import TokenGrid
 from .groups import ChannelGroups
 from .matmul import int8_matmul_from_map
@@ -49,14 +49,14 @@ def reuse_linear(
     groups.check_dim(x.shape[-1], "linear input")
     grid.check_seq_len(x.shape[-2], "linear input")
     check_plain_config(config)
-    x_q, scale_x = quantize(x, groups, config.granularity)
     if exact_int8:
+        x_q, scale_x = quantize(x, groups, config.granularity)
         mode_map = decide(x_q, grid, groups, config)
         ops = mode_map.op_counts(weight.shape[0])
         y = int8_matmul_from_map(x_q, scale_x, mode_map, weight.t()).to(x.dtype)
         if bias is not None:
             y = y + bias
         return y, mode_map, ops
-    mode_map, anchors = decide_with_anchors(x_q, grid, groups, config)
-    y = F.linear(effective_operand(x, mode_map, anchors), weight, bias)
+    mode_map, x_eff = decide_effective(x, grid, groups, config)
+    y = F.linear(x_eff, weight, bias)
     return y, mode_map, mode_map.op_counts(weight.shape[0])

@@ -30,7 +30,7 @@ from typing import Iterator
 import torch
 
 from .config import ReuseConfig
-from .decide import check_plain_config, decide, decide_with_anchors, effective_operand
+from .decide import check_plain_config, decide, decide_effective, effective_operand
 from .grid import TokenGrid
 from .groups import ChannelGroups
 from .modes import Mode, ModeMap
@@ -266,12 +266,12 @@ def reuse_matmul(
     check_plain_config(config)
     S, K = A.shape[-2], A.shape[-1]
     A = A.expand(*lead, S, K)
-    A_q, scale_a = quantize(A, groups, config.granularity)
     if exact_int8:
+        A_q, scale_a = quantize(A, groups, config.granularity)
         mode_map = decide(A_q, grid, groups, config)
         C = int8_matmul_from_map(A_q, scale_a, mode_map, B, b_granularity=b_granularity, verify=verify)
         out_dtype = A.dtype if A.dtype.is_floating_point else torch.float32
         return C.to(out_dtype), mode_map, mode_map.op_counts(B.shape[-1])
-    mode_map, anchors = decide_with_anchors(A_q, grid, groups, config)
-    C = torch.matmul(effective_operand(A, mode_map, anchors), B)
+    mode_map, A_eff = decide_effective(A, grid, groups, config)
+    C = torch.matmul(A_eff, B)
     return C, mode_map, mode_map.op_counts(B.shape[-1])

@@ -45,24 +45,63 @@ def quantize(x: torch.Tensor, groups: ChannelGroups, granularity: str = "group")
     broadcastable to it: ``(..., 1, K)`` for ``"group"`` (each group's channels
     share one value), ``(..., 1, 1)`` for ``"head"``, all-ones dims for ``"tensor"``.
     """
-    if x.dim() < 2:
-        raise ValueError(f"quantize expects (..., S, K), got shape {tuple(x.shape)}")
+    scale = quant_scale(x, groups, granularity)
+    return _round_int8(x, scale), scale
+
+
+def group_runs(groups: ChannelGroups) -> list[tuple[int, int, int]]:
+    """``(first group, number of groups, size)`` of each run of consecutive groups of one size and axis.
+
+    A run's channels are one contiguous block that views as ``(n, size)``, so work on all
+    its groups is one tensor op instead of one per group (chunk groups are one run).
+    """
+    runs: list[tuple[int, int, int]] = []
+    for g, (size, axis) in enumerate(zip(groups.sizes, groups.axes)):
+        if runs and runs[-1][2] == size and groups.axes[runs[-1][0]] == axis:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1, size)
+        else:
+            runs.append((g, 1, size))
+    return runs
+
+
+def _max_abs(x: torch.Tensor, dim) -> torch.Tensor:
+    # max |x| as max(amax, -amin): two vectorised reductions, no |x| temporary (measured 2x faster than
+    # abs().amax() and 5x faster than vector_norm(ord=inf) on a (3120, 280, 32) block); NaN propagates,
+    # so the finiteness check can read the result
+    x = x.detach()
+    return torch.maximum(x.amax(dim=dim, keepdim=True), x.amin(dim=dim, keepdim=True).neg())
+
+
+def quant_scale(x: torch.Tensor, groups: ChannelGroups, granularity: str = "group") -> torch.Tensor:
+    """The scale :func:`quantize` uses for ``x`` ``(..., S, K)``, without quantising.
+
+    Raises ``ValueError`` for non-floating or non-finite ``x`` (read off the scales, so
+    the check costs no pass over ``x`` of its own).
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        raise ValueError(f"quantize expects (..., S, K), got shape {tuple(getattr(x, 'shape', ()))}")
     groups.check_dim(x.shape[-1], "quantised operand")
-    _check_finite(x, "operand A")
-    ax = x.detach().abs()
+    if not torch.is_floating_point(x):
+        raise ValueError(f"operand A must be a floating-point tensor to quantise, got {x.dtype}")
     if granularity == "group":
         parts = []
-        for sl, size in zip(groups.slices, groups.sizes):
-            amax = ax[..., sl].amax(dim=(-2, -1), keepdim=True)
-            parts.append(_scale_from_amax(amax).expand(*amax.shape[:-1], size))
-        scale = torch.cat(parts, dim=-1)
+        for g0, n, size in group_runs(groups):
+            c0 = groups.offsets[g0]
+            blk = x[..., c0 : c0 + n * size].unflatten(-1, (n, size))  # (..., S, n, size)
+            amax = _max_abs(blk, (-3, -1))  # (..., 1, n, 1)
+            parts.append(amax.expand(*amax.shape[:-1], size).flatten(-2))
+        amax = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
     elif granularity == "head":
-        scale = _scale_from_amax(ax.amax(dim=(-2, -1), keepdim=True))
+        amax = _max_abs(x, (-2, -1))
     elif granularity == "tensor":
-        scale = _scale_from_amax(ax.amax()).reshape((1,) * x.dim())
+        amax = _max_abs(x, tuple(range(x.dim())))
     else:
         raise ValueError(f"unknown quantisation granularity {granularity!r}: use 'group', 'head' or 'tensor'")
-    return _round_int8(x, scale), scale
+    if amax.device.type == "cpu" and not bool(torch.isfinite(amax).all()):
+        # on an accelerator this check would force a host sync per call; there NaN/inf propagate as in dense
+        n = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"operand A holds {n} non-finite values (NaN/inf); reuse needs finite operands")
+    return _scale_from_amax(amax)
 
 
 def quantize_columns(b: torch.Tensor, granularity: str = "column") -> tuple[torch.Tensor, torch.Tensor]:
