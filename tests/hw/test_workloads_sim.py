@@ -154,7 +154,6 @@ def test_cli_table_json_and_files(tmp_path):
     (["-w", "hunyuan-720p", "--array", "1024x1024", "--buffers", "1,1,1"], "cannot hold"),
     (["-w", "hunyuan-720p", "--buffers", "64,64"], "three KiB sizes"),
     (["-w", "hunyuan-720p", "--dram-gbps", "0"], "dram_gbps"),
-    (["-w", "hunyuan-720p", "--profile", "example"], "--transfer"),
     (["-w", "hunyuan-720p", "--profile", "/nonexistent.json"], "does not exist"),
     (["-w", "hunyuan-720p", "--trace", "/nonexistent.safetensors"], "does not exist"),
 ])

@@ -1,4 +1,10 @@
-"""``kaleido simulate``: a vDiT workload on the Kaleido accelerator, the dense array and an A100."""
+"""``kaleido simulate``: a vDiT workload on the Kaleido accelerator, the dense array and an A100.
+
+Reuse statistics (``--trace`` or ``--profile``) measured on another model or token grid than the
+workload's - the shipped ``tiny_wan_default`` profile and any trace of the miniature model, for every
+published workload - are carried to it by the documented carry-over rule (``kaleido.hw.profile``, docs/hardware.md §8),
+with one line on stderr saying so. ``--transfer`` is still accepted and changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +56,9 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
 @click.option("--trace", "trace", type=click.Path(dir_okay=False), help="a ReuseTrace (.safetensors) for the reuse statistics.")
 @click.option("--profile", "profile", help="a profile JSON for the reuse statistics, or a shipped one: 'tiny_wan_default' (measured on the "
                    "shipped miniature Wan pipeline), 'example' (synthetic).")
-@click.option("--transfer", is_flag=True, help="carry statistics from another model/resolution with the documented rule.")
+@click.option("--transfer", is_flag=True, hidden=True,
+              help="accepted for compatibility: statistics from another model or grid are always carried by the "
+                   "documented rule (docs/hardware.md §8), said in one line.")
 @click.option("--array", "array", default="128x128", show_default=True, help="PE array RxC.")
 @click.option("--clock", "clock", type=float, default=1.0, show_default=True, help="clock in GHz (an assumption).")
 @click.option("--dataflow", type=click.Choice(["ws", "os"]), default="ws", show_default=True)
@@ -96,9 +104,16 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
         cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(*kib, dram_gbps=dram_gbps), low_bits)
         energy = EnergyTable(static_w=static_w)
         a100 = A100Config(precision=a100_precision)
+        carried = [wl for wl in wls if prof is not None
+                   and (prof.model != wl.model.name or tuple(prof.grid) != tuple(wl.grid_thw))]
+        if carried and not as_json:  # with --json the carry is in each result's "notes"
+            click.echo(f"reuse statistics measured on {prof.model} at grid {'x'.join(map(str, prof.grid))} carried to "
+                       + ", ".join(f"{wl.name} ({'x'.join(map(str, wl.grid_thw))})" for wl in carried)
+                       + " by the documented carry-over rule (docs/hardware.md §8)", err=True)
         results = {}
         for wl in wls:
-            res = run(wl, prof, cfg, energy=energy, a100=a100, transfer=transfer)
+            # as measured where model and grid match; carried by the documented rule where they do not
+            res = run(wl, prof, cfg, energy=energy, a100=a100, transfer=True)
             res.notes[:0] = notes
             if prof is not None and "SYNTHETIC" in prof.label:
                 res.notes.append("the reuse statistics come from SYNTHETIC data (see the profile's label)")
