@@ -15,11 +15,24 @@ def generation_options(command):
         click.option("--frames", type=click.IntRange(1), default=None, help="Frames (default: the model's)."),
         click.option("--height", type=click.IntRange(8), default=None, help="Height in pixels (default: the model's)."),
         click.option("--width", type=click.IntRange(8), default=None, help="Width in pixels (default: the model's)."),
-        click.option("--device", default="cpu", show_default=True),
+        click.option("--device", default="cpu", show_default=True, callback=_check_device_option,
+                     help="cpu, cuda, cuda:N or mps; one this machine lacks is refused before anything loads."),
         click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True),
     )):
         command = opt(command)
     return command
+
+
+def _check_device_option(ctx, param, value: str) -> str:
+    if value == "cpu":
+        return value
+    from kaleido.device import check_device
+
+    try:
+        check_device(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+    return value
 
 
 def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:

@@ -104,6 +104,9 @@ def load_any_pipeline(model: str, device: str = "cpu", dtype: str = "fp32"):
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {list(DTYPES)}")
+    from kaleido.device import check_device
+
+    check_device(device)  # before a download or a load that would fail at .to(device)
     torch_dtype = DTYPES[dtype]
     from kaleido.tiny.pipeline import dtype_kwarg, from_pretrained, load_pipeline
 

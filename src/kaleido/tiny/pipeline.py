@@ -184,6 +184,9 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
     """
     from diffusers import AutoencoderKLWan
 
+    from kaleido.device import check_device
+
+    check_device(device)  # an unavailable device is refused in one line before any weight is read
     source = resolve_model(model)
     if model == "tiny":
         pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dtype))
