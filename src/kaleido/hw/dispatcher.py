@@ -26,7 +26,8 @@ multiplier) and 2 otherwise, FULL uses 0 (the reference's partial is forwarded).
   with a mode map; with statistics only, rows are taken as independent draws - a
   pessimistic assumption).  *Scheduler*: rows sorted by mode string inside each
   window, so most folds hold one pattern (the arrival order is kept for a window
-  where sorting would not help - both costs follow from the mode bits).  *Matcher*: two rows of a pattern whose
+  where sorting would not help - both costs follow from the mode bits; the same
+  guard holds when the rows are known only as statistics).  *Matcher*: two rows of a pattern whose
   used groups are all PARTIAL share one PE row (packed), halving that cluster's
   folds; it is bypassed where it would not help.
 """
@@ -155,18 +156,31 @@ def usage(modes: np.ndarray, packed: bool) -> np.ndarray:
     return np.where(m == Mode.COMPUTE, 2, np.where(m == Mode.PARTIAL, 1 if packed else 2, 0)).astype(np.int64)
 
 
-def greedy_pairs(use: np.ndarray, counts: np.ndarray) -> int:
-    """Rows paired by the matcher: classes ``use`` ``(P, g)`` with integer ``counts``.
+def greedy_pairs(use: np.ndarray, counts: np.ndarray, complementary: bool = True) -> int:
+    """Rows paired by the matcher (see :func:`greedy_pairing`)."""
+    return greedy_pairing(use, counts, complementary)[0]
+
+
+def greedy_pairing(use: np.ndarray, counts: np.ndarray, complementary: bool = True) -> tuple[int, int]:
+    """``(pairs, split pairs)`` the matcher forms from classes ``use`` ``(P, g)`` with integer ``counts``.
 
     Two rows may share a slot when their usages add up to at most 2 in every group.
     Greedy: the heaviest class first, each time with the heaviest compatible partner.
+    A *split* pair is one whose two rows use different sets of groups (complementary
+    groups, e.g. ``(C,F,F)`` with ``(F,C,F)``): the column's partial-sum chain has to be
+    cut at the group boundaries so that each row's partial leaves separately.  With
+    ``complementary=False`` only rows using the same groups pair (two PARTIALs packed in
+    the same lanes), so no chain is ever split.
     """
     counts = np.asarray(counts, dtype=np.int64).copy()
     if len(counts) == 0:
-        return 0
+        return 0, 0
     compat = (use[:, None, :] + use[None, :, :] <= 2).all(-1)
+    same = ((use[:, None, :] > 0) == (use[None, :, :] > 0)).all(-1)
+    if not complementary:
+        compat &= same
     order = np.argsort(-use.sum(1), kind="stable")
-    pairs = 0
+    pairs = split = 0
     for i in order:
         if counts[i] <= 0 or not compat[i].any():
             continue
@@ -177,9 +191,10 @@ def greedy_pairs(use: np.ndarray, counts: np.ndarray) -> int:
                 continue
             k = counts[i] // 2 if i == j else min(counts[i], counts[j])
             pairs += int(k)
+            split += 0 if same[i, j] else int(k)
             counts[i] -= k
             counts[j] -= k
-    return pairs
+    return pairs, split
 
 
 def _merge(classes: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -197,6 +212,9 @@ class DispatchResult:
     ``stream[level]``: per-fold streamed cycles (WS: one entry per K-fold; OS: one per
     row fold); entry ``i`` runs ``fold_mult[level][i] * col_folds`` times.  ``work_pe_cycles``: useful
     PE-cycles per instance (COMPUTE channel x column = 1, PARTIAL = 0.5 when packed).
+    ``split_pairs``: WS matcher pairs of one pass of the stream (summed over K-folds;
+    every output column sees them) whose two rows use different groups, so the
+    column's partial-sum chain is split.
     """
 
     stream: dict[str, np.ndarray]
@@ -206,12 +224,14 @@ class DispatchResult:
     windows: int
     window_rows: int
     model: str
+    split_pairs: float = 0.0
 
     def to_dict(self) -> dict:
         return {
             "stream_cycles": {k: float((v * self.fold_mult[k]).sum()) for k, v in self.stream.items()},
             "col_folds": self.col_folds, "work_pe_cycles": self.work_pe_cycles,
             "windows": self.windows, "window_rows": self.window_rows, "model": self.model,
+            "split_pairs": self.split_pairs,
         }
 
 
@@ -236,10 +256,11 @@ def _windows(rs: RowStats, W: int):
             yield None, size, None, float(mult)
 
 
-def _ws_window(classes, counts, pieces, n_kf, packed, marg_frac):
+def _ws_window(classes, counts, pieces, n_kf, packed, marg_frac, complementary=True):
     pg, pf, _ = pieces
     none = np.zeros(n_kf)
     matched = np.zeros(n_kf)
+    split = 0.0
     for kf in range(n_kf):
         gs = np.unique(pg[pf == kf])
         if classes is None and len(gs) > 8:  # too many independent groups to enumerate: no pairing
@@ -260,8 +281,10 @@ def _ws_window(classes, counts, pieces, n_kf, packed, marg_frac):
         used = use.sum(1) > 0
         n_used = int(cnt[used].sum())
         none[kf] = n_used
-        matched[kf] = n_used - greedy_pairs(use[used], cnt[used])
-    return none, matched
+        pairs, sp = greedy_pairing(use[used], cnt[used], complementary)
+        matched[kf] = n_used - pairs
+        split += sp
+    return none, matched, split
 
 
 def _os_fold_streams(cls_use: np.ndarray, counts: np.ndarray, sizes: np.ndarray, R: int, cost: np.ndarray) -> np.ndarray:
@@ -306,7 +329,7 @@ def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_f
     order = np.argsort(key, kind="stable")
     cu, cn = use[order], counts[order].astype(np.int64)
     sched = _os_fold_streams(cu, cn, sizes, R, cost)
-    if block is not None and sched.sum() > none.sum():  # keep the arrival order where sorting does not help
+    if sched.sum() > none.sum():  # keep the arrival order where sorting does not help (exact rows or statistics)
         sched = none
     if packed:
         pairable = (classes[order] != Mode.COMPUTE).all(1) & cu.any(1)
@@ -319,8 +342,14 @@ def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_f
     return none, sched, matched
 
 
-def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, window_rows: int) -> DispatchResult:
-    """Streamed cycles per fold for each dispatcher level (see the module docstring)."""
+def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, window_rows: int,
+             complementary: bool = True) -> DispatchResult:
+    """Streamed cycles per fold for each dispatcher level (see the module docstring).
+
+    ``complementary``: whether the WS matcher may pair rows that use different groups
+    (splitting the column's partial-sum chain at group boundaries); ``False`` pairs only
+    PARTIAL rows packed in the same lanes.
+    """
     M, sizes = rs.n_rows, np.asarray(rs.group_sizes)
     W = max(R, int(window_rows))
     W = min(W, M) if M > 0 else W
@@ -333,10 +362,12 @@ def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, 
         pieces = k_fold_pieces(tuple(int(s) for s in sizes), R)
         n_kf = int(pieces[1].max()) + 1
         tot_none, tot_match = np.zeros(n_kf), np.zeros(n_kf)
+        split = 0.0
         for classes, counts, _block, mult in _windows(rs, W):
-            a, b = _ws_window(classes, counts, pieces, n_kf, packed, marg_frac)
+            a, b, sp = _ws_window(classes, counts, pieces, n_kf, packed, marg_frac, complementary)
             tot_none += mult * a
             tot_match += mult * b
+            split += mult * sp
             n_win += 1
         stream = {"none": tot_none, "scheduler": tot_none.copy(), "scheduler+matcher": tot_match}
         fold_mult = {k: np.ones(n_kf) for k in LEVELS}
@@ -352,6 +383,7 @@ def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, 
             n_win += 1
         stream = {k: np.concatenate(vals[k]) if vals[k] else np.zeros(0) for k in LEVELS}
         fold_mult = {k: np.concatenate(mults[k]) if mults[k] else np.zeros(0) for k in LEVELS}
+        split = 0.0  # OS packs rows of one pattern only: no chain is split
     else:
         raise ValueError(f"dataflow {dataflow!r}: use 'os' or 'ws'")
-    return DispatchResult(stream, fold_mult, col_folds, work, n_win, W, rs.source)
+    return DispatchResult(stream, fold_mult, col_folds, work, n_win, W, rs.source, split)

@@ -44,10 +44,17 @@ class ActionCounts:
 
     ``mac8``/``mac_low``: 8x8 and ``low_bits``x8 multiply-accumulates;
     ``pe_reg_bytes``: operand/accumulator register traffic inside the PEs;
-    ``reuse_reg_bytes``: reads/writes of reference partial results (4-byte int32);
+    ``reuse_reg_bytes``: reads/writes of reference partial results (4-byte int32) still
+    held in a PE register (the reference was produced one stream row earlier);
+    ``anchor_sram_bytes``: store size in KiB (a string key) -> reads/writes of reference
+    partials that come back from an on-chip anchor store of that size
+    (:class:`kaleido.hw.kaleido_pe.AnchorPlan`);
     ``reuse_adds``: int32 additions onto a reference partial;
     ``sram_bytes``: buffer name -> bytes read+written; ``dram_bytes``;
     ``dispatch_ops``: int8 add/compare operations of the decision and dispatcher;
+    ``split_psums``: extra int32 partial sums leaving a WS column at a group boundary
+    because the matcher put two tokens with different used groups in one cycle (each an
+    int32 add to recombine plus a 4-byte write and read);
     ``cycles``: for static energy.
     """
 
@@ -56,10 +63,12 @@ class ActionCounts:
     mac_low: float = 0.0
     pe_reg_bytes: float = 0.0
     reuse_reg_bytes: float = 0.0
+    anchor_sram_bytes: dict = field(default_factory=dict)
     reuse_adds: float = 0.0
     sram_bytes: dict = field(default_factory=dict)
     dram_bytes: float = 0.0
     dispatch_ops: float = 0.0
+    split_psums: float = 0.0
     cycles: float = 0.0
 
     def scaled(self, k: float) -> "ActionCounts":
@@ -152,10 +161,13 @@ class EnergyTable:
     def energy_pj(self, c: ActionCounts, buffer_kib: dict[str, float], clock_ghz: float) -> dict[str, float]:
         """Energy by component (pJ) of the counted actions."""
         sram = sum(b * self.sram_pj_per_byte(buffer_kib[name]) for name, b in c.sram_bytes.items())
+        anchors = sum(b * self.sram_pj_per_byte(float(kib)) for kib, b in c.anchor_sram_bytes.items())
         return {
             "mac": c.mac8 * self.mac_pj(8) + c.mac_low * self.mac_pj(c.low_bits),
             "pe_registers": c.pe_reg_bytes * self.pj("reg_byte"),
             "reuse": c.reuse_reg_bytes * self.pj("reg_byte") + c.reuse_adds * self.pj("add32"),
+            "anchor_sram": anchors,
+            "split_chains": c.split_psums * (self.pj("add32") + 8 * self.pj("reg_byte")),
             "sram": sram,
             "dram": c.dram_bytes * 8 * self.pj("dram_bit"),
             "dispatcher": c.dispatch_ops * self.pj("add8"),

@@ -28,6 +28,7 @@ path bit for bit (``tests/hw/test_pe_functional.py``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
@@ -163,3 +164,92 @@ def pe_tile_products(A_q: torch.Tensor | np.ndarray, B_q: torch.Tensor | np.ndar
             else:
                 res[i] = res[ref[i]]
     return out
+
+
+# -- where a reference's partial result lives ---------------------------------------------
+#: How a FULL / PARTIAL reference read is priced (``docs/hardware.md``, "Where an anchor's
+#: partial result lives"): ``mapped`` derives the location from the stream order (the
+#: default), ``register`` prices every reference as a PE register (the paper's wording),
+#: ``sram_1m`` prices every reference as a 1 MB SRAM access (the pessimistic bound).
+ANCHOR_PRICINGS = ("mapped", "register", "sram_1m")
+REUSE_AXES = ("t", "h", "w")
+#: bytes per (row, group, output column) reuse item: read the reference's int32 partial, write this row's
+ANCHOR_BYTES_PER_ITEM = 8
+PSUM_BYTES = 4
+
+
+def anchor_distance_rows(axis: str, grid_thw: tuple[int, int, int]) -> int:
+    """Rows of the raster-ordered stream between a row and its reference along ``axis``.
+
+    Tokens stream t-major, then h, then w (SPEC §2), in both dataflows (the WS stream
+    and the OS row folds keep the arrival order between anchors and the rows that
+    reuse them): the reference along w is the previous row, along h ``W`` rows back,
+    along t ``H * W`` rows back.
+    """
+    if axis not in REUSE_AXES:
+        raise ValueError(f"reuse axis {axis!r} is not one of {REUSE_AXES}")
+    _, H, W = (int(x) for x in grid_thw)
+    return {"w": 1, "h": W, "t": H * W}[axis]
+
+
+@dataclass(frozen=True)
+class AnchorPlan:
+    """Where the reference partials of one GEMM's groups live, and what reading them costs.
+
+    ``axis_mix``: ``(G, 3)`` share of group ``g``'s reuse items whose reference lies
+    along t / h / w (a RoPE group has one axis; a chunk group carried from several
+    measured groups has the channel-weighted mix).  ``group_fold``: the K-fold each
+    group sits in (WS: only that fold's groups are live at once; OS: all groups, one
+    fold index).  ``cols``: output columns held at once (the array's C).
+
+    A reference one row back (distance 1) is still in the PE's extra register (it
+    was produced on the previous stream cycle).  Any farther reference has left the
+    array: it sits in an on-chip anchor store that holds ``distance x cols x 4``
+    bytes for every group of the live fold that reuses along that axis, priced per
+    byte as an SRAM of that size (``EnergyTable.sram_pj_per_byte``).
+    """
+
+    axis_mix: np.ndarray
+    grid_thw: tuple[int, int, int]
+    group_fold: tuple[int, ...]
+    cols: int
+    pricing: str = "mapped"
+
+    def __post_init__(self) -> None:
+        mix = np.asarray(self.axis_mix, dtype=np.float64)
+        if mix.ndim != 2 or mix.shape[1] != 3 or len(self.group_fold) != mix.shape[0]:
+            raise ValueError(f"AnchorPlan.axis_mix must be (G, 3) with one fold per group, got {mix.shape}")
+        if self.pricing not in ANCHOR_PRICINGS:
+            raise ValueError(f"anchor pricing {self.pricing!r}: use one of {ANCHOR_PRICINGS}")
+        object.__setattr__(self, "axis_mix", mix)
+
+    def store_kib(self) -> np.ndarray:
+        """``(G, 3)`` KiB of the anchor store each (group, axis) reads from (0: the PE register)."""
+        G = self.axis_mix.shape[0]
+        folds = np.asarray(self.group_fold)
+        out = np.zeros((G, 3))
+        for a, axis in enumerate(REUSE_AXES):
+            d = anchor_distance_rows(axis, self.grid_thw)
+            if d <= 1:
+                continue
+            for g in range(G):
+                live = self.axis_mix[folds == folds[g], a].sum()  # groups of the live fold on this axis
+                out[g, a] = live * d * self.cols * PSUM_BYTES / 1024.0
+        return out
+
+    def split_bytes(self, items: np.ndarray) -> tuple[float, dict[str, float]]:
+        """``(register bytes, {store KiB: bytes})`` of ``items[g]`` reuse items per group."""
+        items = np.asarray(items, dtype=np.float64)
+        b = items[:, None] * self.axis_mix * ANCHOR_BYTES_PER_ITEM
+        if self.pricing == "register":
+            return float(b.sum()), {}
+        if self.pricing == "sram_1m":
+            return 0.0, ({"1024": float(b.sum())} if b.sum() > 0 else {})
+        kib = self.store_kib()
+        reg = float(b[kib == 0].sum())
+        stores: dict[str, float] = {}
+        for k, v in zip(kib[kib > 0], b[kib > 0]):
+            if v > 0:
+                key = f"{k:.6g}"
+                stores[key] = stores.get(key, 0.0) + float(v)
+        return reg, stores

@@ -81,8 +81,20 @@ class OpProfile:
     #: window size w -> per group, the fraction of aligned windows of w consecutive video
     #: rows (sequence order) in which every row is FULL; measured from mode maps
     window_full: dict[int, list[float]] | None = None
+    #: share of the rows the decision unit judged (the rest ran with reuse switched off,
+    #: e.g. layers or steps a schedule keeps dense); pooled, and optionally per step
+    decided: float = 1.0
+    per_step_decided: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.decided = float(self.decided)
+        self.per_step_decided = [float(x) for x in self.per_step_decided]
+        for x in [self.decided, *self.per_step_decided]:
+            if not 0.0 <= x <= 1.0:
+                raise ValueError(f"OpProfile.decided={x!r} must be a share of rows in [0, 1]")
+        if self.per_step_decided and len(self.per_step_decided) != len(self.per_step):
+            raise ValueError(f"OpProfile.per_step_decided has {len(self.per_step_decided)} entries for "
+                             f"{len(self.per_step)} steps; give one per step or none")
         if self.window_full is not None:
             G = len(self.stats.group_sizes)
             wf = {}
@@ -98,12 +110,20 @@ class OpProfile:
                 raise ValueError(f"OpProfile.axes {self.axes} must give one of 't', 'h', 'w' per group "
                                  f"({len(self.stats.group_sizes)} groups)")
 
+    def _step_index(self, step: int, steps: int) -> int:
+        P = len(self.per_step)
+        return 0 if steps <= 1 else int(np.floor(step * (P - 1) / (steps - 1) + 0.5))
+
     def at_step(self, step: int, steps: int) -> ModeStats:
         if not self.per_step:
             return self.stats
-        P = len(self.per_step)
-        idx = 0 if steps <= 1 else int(np.floor(step * (P - 1) / (steps - 1) + 0.5))
-        return self.per_step[idx]
+        return self.per_step[self._step_index(step, steps)]
+
+    def decided_at(self, step: int | None, steps: int) -> float:
+        """Share of rows the decision unit judged at workload ``step`` (``None``: pooled)."""
+        if step is None or not self.per_step_decided:
+            return self.decided
+        return self.per_step_decided[self._step_index(step, steps)]
 
     def to_dict(self) -> dict:
         d = {"stats": self.stats.to_dict()}
@@ -113,6 +133,10 @@ class OpProfile:
             d["axes"] = list(self.axes)
         if self.window_full:
             d["window_full"] = {str(w): list(v) for w, v in sorted(self.window_full.items())}
+        if self.decided != 1.0 or any(x != 1.0 for x in self.per_step_decided):
+            d["decided"] = self.decided
+            if self.per_step_decided:
+                d["per_step_decided"] = list(self.per_step_decided)
         return d
 
     def fold_full(self, R: int) -> np.ndarray | None:
@@ -226,7 +250,8 @@ class Profile:
                 continue
             try:
                 ops[k] = OpProfile(ModeStats.from_dict(v["stats"]), [ModeStats.from_dict(s) for s in v.get("per_step", [])],
-                                   v.get("axes"), v.get("window_full"))
+                                   v.get("axes"), v.get("window_full"), v.get("decided", 1.0),
+                                   v.get("per_step_decided", []))
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"{where}: op {k!r} has corrupt statistics ({e})") from None
         return cls(str(d["model"]), grid, ops, str(d.get("label", "")), str(d.get("source", "")))
@@ -294,6 +319,44 @@ class Profile:
             return ff
         w = np.asarray(st.group_sizes, dtype=np.float64)
         return np.full(len(sizes), float((ff * w).sum() / w.sum()))
+
+    def axis_mix_for(self, wl: Workload, op: str, K: int, transfer: bool = False) -> np.ndarray | None:
+        """``(G, 3)`` share of each target group's reuse along t / h / w (``None``: axes not recorded).
+
+        Carried like the fractions: per group name when the names match, else the
+        measured groups' axes pooled by channel count onto every target chunk.
+        """
+        entry = self.ops.get(op)
+        if entry is None or entry.axes is None or op == "cross_proj_kv":
+            return None
+        st = entry.stats
+        one = np.array([[a == x for x in "thw"] for a in entry.axes], dtype=np.float64)
+        if not transfer or self._same(wl):
+            return one
+        sizes, names = _target_groups(wl, op, K)
+        if tuple(st.group_names) == tuple(names):
+            return one
+        w = np.asarray(st.group_sizes, dtype=np.float64)
+        return np.tile((one * w[:, None]).sum(0) / w.sum(), (len(sizes), 1))
+
+    def row_skip_for(self, wl: Workload, K: int, step: int | None = None, transfer: bool = False
+                     ) -> tuple[float, str | None]:
+        """P.V row skip (SPEC §4): ``(share of video rows, anchor axis)`` from self-attention q.k^T.
+
+        A q.k^T row FULL in every group whose groups all reuse along one axis has the
+        anchor's effective query, hence its scores, probabilities and P.V output: it
+        skips P.V without a decision.  Rows FULL along different axes do not.  Needs the
+        row-pattern histogram and the groups' axes; without them the share is 0.
+        """
+        entry = self.ops.get("self_attn_qk")
+        if entry is None or entry.axes is None or len(set(entry.axes)) != 1:
+            return 0.0, None
+        st = self.stats_for(wl, "self_attn_qk", K, step=step, transfer=transfer)
+        if st is None or st.pattern_counts is None or st.n_rows == 0:
+            return 0.0, None
+        G = len(st.group_sizes)
+        all_full = sum(2 * 3**g for g in range(G))
+        return float(st.pattern_counts[all_full]) / st.n_rows, entry.axes[0]
 
     def _same(self, wl: Workload) -> bool:
         return self.model == wl.model.name and self.grid == tuple(wl.grid_thw)

@@ -37,8 +37,10 @@ def summary_tables(r: SimResult):
                  f"{s['energy_j']['a100']:.4g}", f"{s['speedup']['vs_a100_raw']:.2f}x",
                  f"{s['energy_savings']['vs_a100']:.2f}x")
     head.add_row("A100 vs iso-peak Kaleido", "-", "-", "-", "-", f"{s['speedup']['vs_a100_iso_peak']:.2f}x", "-")
-    head.caption = (f"raw: one {s['normalisation']['array_peak_tops_int8']:.1f}-TOPS array vs one A100; iso-peak: "
-                    f"Kaleido time / {s['normalisation']['iso_peak_factor']:.1f} (A100 int8 peak 624 TOPS / array peak)")
+    nz = s["normalisation"]
+    head.caption = (f"raw: one {nz['array_peak_tops_int8']:.1f}-TOPS array vs one A100; iso-peak: Kaleido's compute "
+                    f"time / {nz['iso_peak_factor']:.2f} (A100 {nz['a100_precision']} peak {nz['a100_peak_tops']:.0f} "
+                    "TOPS / array int8 peak), DRAM time not scaled")
 
     en = Table(title="energy by component (J)")
     en.add_column("component")
@@ -55,8 +57,9 @@ def summary_tables(r: SimResult):
     for lv in LEVELS:
         ut.add_row(f"Kaleido, {lv}", f"{s['cycles'][f'kaleido[{lv}]']:.4g}", f"{100 * s['utilisation'][lv]:.1f}%")
     exposed = s["dispatcher_exposed_cycles"]
-    ut.caption = (f"dispatcher (decision + scheduler + matcher): {exposed:.4g} cycles exposed "
-                  f"({'all hidden behind the array' if exposed == 0 else 'not hidden'}), "
+    by_lv = ", ".join(f"{lv} {v:.4g}" for lv, v in s["dispatcher_exposed_cycles_by_level"].items())
+    ut.caption = (f"decision unit: cycles exposed per level {by_lv} "
+                  f"({'all hidden behind the array' if exposed == 0 else 'not hidden at ' + DESIGN_LEVEL}), "
                   f"{s['energy_by_component_j']['kaleido']['dispatcher']:.3g} J; area not estimated")
 
     ops = Table(title="per op kind")

@@ -19,6 +19,8 @@ from .compute import dense_cycles, folded_cycles
 from .config import ArrayConfig
 from .dispatcher import LEVELS, RowStats, dispatch
 from .energy import ActionCounts, EnergyTable
+from .kaleido_pe import ANCHOR_BYTES_PER_ITEM, ANCHOR_PRICINGS, AnchorPlan
+from .mapping import k_fold_pieces
 from .gpu import A100Config, a100_gemm
 from .memory import dram_bytes, sram_bytes
 from .profile import Profile
@@ -50,6 +52,8 @@ class GemmResult:
     mac_low: float
     skipped: float
     dispatch_model: str
+    #: decision-unit cycles not hidden behind the array, per dispatcher level
+    exposed_cycles: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in self.__dict__.items()}
@@ -74,38 +78,75 @@ def window_rows(cfg: ArrayConfig, K: int) -> int:
 
 def simulate_gemm(
     M: int, K: int, N: int, rs: RowStats, cfg: ArrayConfig, *, count: float = 1.0, op: str = "proj_q",
-    grid_rows: int | None = None, dram: float | None = None,
+    grid_rows: int | None = None, dram: float | None = None, decision_rows: float | None = None,
+    anchors: AnchorPlan | None = None, complementary: bool = True, row_skip: int = 0,
+    skip_anchors: AnchorPlan | None = None,
 ) -> GemmResult:
-    """One GEMM with rows described by ``rs`` (per instance), ``count`` instances."""
-    if rs.n_rows != M or rs.K != K:
-        raise ValueError(f"row statistics are for {rs.n_rows} rows x {rs.K} channels, the GEMM is {M} x {K}")
+    """One GEMM with rows described by ``rs`` (per instance), ``count`` instances.
+
+    ``decision_rows``: rows the decision unit judges (default: every video row of an op
+    with reuse, none of a dense op); fewer when some layers ran with reuse switched off.
+    ``anchors``: where the groups' reference partials live (``None``: in the PE
+    register, as for a GEMM whose grid and reuse axes are unknown).
+    ``complementary``: the WS matcher may pair rows using different groups.
+    ``row_skip``: video rows skipped whole without a decision (the P.V row skip of SPEC
+    §4): they never enter the array, their output is one copy of the anchor's output
+    row (priced by ``skip_anchors``, one group); ``rs`` then describes the other
+    ``M - row_skip`` rows.
+    """
     grid_rows = M if grid_rows is None else grid_rows
+    if not 0 <= row_skip <= grid_rows:
+        raise ValueError(f"row_skip={row_skip} must be within 0..grid_rows={grid_rows}")
+    Mk = M - row_skip  # rows entering the array
+    if rs.n_rows != Mk or rs.K != K:
+        raise ValueError(f"row statistics are for {rs.n_rows} rows x {rs.K} channels, the GEMM streams {Mk} x {K}")
     R, C = cfg.rows, cfg.cols
     sizes = np.asarray(rs.group_sizes, dtype=np.float64)
     packed = cfg.packed_partial
     lb = cfg.low_bits
     d_cyc = dense_cycles(M, K, N, cfg)
-    decided = rs.source != "dense"  # the decision unit runs for every op with reuse enabled
+    decided = rs.source != "dense"  # the modes of the rows are known: the dispatcher model runs
+    if decision_rows is None:
+        decision_rows = (grid_rows - row_skip) if decided else 0.0
+    if not 0 <= decision_rows <= grid_rows - row_skip:
+        raise ValueError(f"decision_rows={decision_rows} must be within 0..{grid_rows - row_skip} (video rows entering the array)")
     W = window_rows(cfg, K)
-    if decided:
-        dr = dispatch(rs, N, cfg.dataflow, R, C, packed, W)
+    split_pairs = 0.0
+    if decided and Mk > 0:
+        dr = dispatch(rs, N, cfg.dataflow, R, C, packed, W, complementary)
         k_cyc = {lv: folded_cycles(dr.stream[lv], dr.fold_mult[lv] * dr.col_folds, cfg) for lv in LEVELS}
         work, model = dr.work_pe_cycles, dr.model
+        split_pairs = dr.split_pairs
+    elif Mk > 0:
+        dk = dense_cycles(Mk, K, N, cfg)
+        k_cyc = {lv: dk for lv in LEVELS}
+        work, model = float(Mk) * K * N, "dense" if row_skip == 0 else "dense+row-skip"
     else:
-        k_cyc = {lv: d_cyc for lv in LEVELS}
-        work, model = float(M) * K * N, "dense"
-    # the decision unit: one int8 subtract + one compare per channel, R channels per cycle
-    decision_cycles = grid_rows * K / R
-    exposed = max(0.0, decision_cycles - k_cyc[DESIGN_LEVEL]) if decided else 0.0
-    k_cyc = {lv: v + exposed for lv, v in k_cyc.items()}
+        k_cyc = {lv: 0.0 for lv in LEVELS}
+        work, model = 0.0, "row-skip"
+    # the decision unit: one int8 subtract + one compare per channel, R channels per cycle; it
+    # overlaps the array at every level, so each level exposes only what its own array time leaves
+    decision_cycles = decision_rows * K / R
+    exposed = {lv: max(0.0, decision_cycles - k_cyc[lv]) for lv in LEVELS}
+    k_cyc = {lv: v + exposed[lv] for lv, v in k_cyc.items()}
 
     marg = rs.marginals
     mac8 = float((marg[:, Mode.COMPUTE] * sizes).sum() * N)
     mac_low = float((marg[:, Mode.PARTIAL] * sizes).sum() * N)
     dense_macs = float(M) * K * N
     skipped = dense_macs - mac8 - mac_low
-    reuse_items = float((marg[:, Mode.PARTIAL] + marg[:, Mode.FULL]).sum() * N)
-    a_frac = float(((marg[:, Mode.COMPUTE] + marg[:, Mode.PARTIAL] * lb / 8) * sizes).sum() / (M * K))
+    items = (marg[:, Mode.PARTIAL] + marg[:, Mode.FULL]) * N  # reuse items per group
+    if anchors is None:
+        reg_b, store_b = float(items.sum() * ANCHOR_BYTES_PER_ITEM), {}
+    else:
+        reg_b, store_b = anchors.split_bytes(items)
+    if row_skip:
+        sk = np.array([row_skip * float(N)])  # one copy of the anchor's output row each
+        r2, s2 = (float(sk.sum() * ANCHOR_BYTES_PER_ITEM), {}) if skip_anchors is None else skip_anchors.split_bytes(sk)
+        reg_b += r2
+        for k, v in s2.items():
+            store_b[k] = store_b.get(k, 0.0) + v
+    a_frac = float(((marg[:, Mode.COMPUTE] + marg[:, Mode.PARTIAL] * lb / 8) * sizes).sum() / max(1, M * K))
     dram = float(dram if dram is not None else M * K + K * N + M * N)
 
     dense = ActionCounts(lb, mac8=dense_macs, pe_reg_bytes=6 * dense_macs,
@@ -113,15 +154,18 @@ def simulate_gemm(
     kal = ActionCounts(
         lb, mac8=mac8, mac_low=mac_low,
         pe_reg_bytes=6 * mac8 + (5 if packed else 6) * mac_low,
-        reuse_reg_bytes=8 * reuse_items, reuse_adds=float((marg[:, Mode.PARTIAL] * N).sum()),
-        sram_bytes=sram_bytes(M, K, N, cfg, a_frac, grid_rows if decided else 0), dram_bytes=dram,
-        dispatch_ops=(2.0 * grid_rows * K + grid_rows * (np.ceil(np.log2(W)) + len(sizes))) if decided else 0.0,
+        reuse_reg_bytes=reg_b, anchor_sram_bytes=store_b, reuse_adds=float((marg[:, Mode.PARTIAL] * N).sum()),
+        sram_bytes=sram_bytes(M, K, N, cfg, a_frac, decision_rows),
+        dram_bytes=dram,
+        dispatch_ops=(2.0 * decision_rows * K + decision_rows * (np.ceil(np.log2(W)) + len(sizes))),
+        split_psums=split_pairs * N,
         cycles=k_cyc[DESIGN_LEVEL],
     )
     return GemmResult(op, M, K, N, count, dense_macs * count, d_cyc * count,
-                      {k: v * count for k, v in k_cyc.items()}, exposed * count, work * count,
+                      {k: v * count for k, v in k_cyc.items()}, exposed[DESIGN_LEVEL] * count, work * count,
                       dense.scaled(count), kal.scaled(count), dram * count, 0.0, 0.0,
-                      mac8 * count, mac_low * count, skipped * count, model)
+                      mac8 * count, mac_low * count, skipped * count, model,
+                      {k: v * count for k, v in exposed.items()})
 
 
 @dataclass
@@ -145,14 +189,22 @@ class SimResult:
             return sum(g.dense_cycles for g in self.gemms)
         return sum(g.kaleido_cycles[which] for g in self.gemms)
 
-    def time_s(self, which: str) -> float:
-        """Per GEMM ``max(compute, DRAM)`` (double-buffered transfers), summed."""
+    def time_s(self, which: str, arrays: float = 1.0) -> float:
+        """Per GEMM ``max(compute, DRAM)`` (double-buffered transfers), summed.
+
+        ``arrays``: compute time divided by that many arrays (perfect scaling) while
+        the DRAM bandwidth stays that of one array's memory - the iso-peak shortcut.
+        """
         bw = self.array["buffers"]["dram_gbps"] * 1e9
         tot = 0.0
         for g in self.gemms:
             cyc = g.dense_cycles if which == "dense" else g.kaleido_cycles[which]
-            tot += max(cyc / self._clock(), g.dram_bytes / bw)
+            tot += max(cyc / self._clock() / arrays, g.dram_bytes / bw)
         return tot
+
+    def iso_peak_factor(self) -> float:
+        """Arrays that match the A100's peak at the precision it runs (``a100.precision``)."""
+        return self.a100.peak_ops / (2.0 * self.array["rows"] * self.array["cols"] * self._clock())
 
     def utilisation(self, which: str) -> float:
         pes = self.array["rows"] * self.array["cols"]
@@ -197,8 +249,9 @@ class SimResult:
     def summary(self) -> dict:
         pe = self.array["rows"] * self.array["cols"]
         array_peak = 2.0 * pe * self._clock()
-        iso = 624e12 / array_peak
+        iso = self.iso_peak_factor()
         t_k, t_d, t_g = self.time_s(DESIGN_LEVEL), self.time_s("dense"), self.a100_time_s()
+        t_iso = self.time_s(DESIGN_LEVEL, arrays=iso)
         e_k, e_d = sum(self.energy_pj(DESIGN_LEVEL).values()) * 1e-12, sum(self.energy_pj("dense").values()) * 1e-12
         e_g = self.a100_energy_j()
         return {
@@ -211,18 +264,21 @@ class SimResult:
                 "dense_array": {k: v * 1e-12 for k, v in self.energy_pj("dense").items()},
             },
             "speedup": {"vs_dense_array": t_d / t_k, "vs_a100_raw": t_g / t_k,
-                        "vs_a100_iso_peak": t_g / (t_k / iso)},
+                        "vs_a100_iso_peak": t_g / t_iso},
             "energy_savings": {"vs_dense_array": e_d / e_k, "vs_a100": e_g / e_k},
             "normalisation": {
-                "array_peak_tops_int8": array_peak / 1e12, "a100_peak_tops_int8": 624.0,
+                "array_peak_tops_int8": array_peak / 1e12, "a100_precision": self.a100.precision,
+                "a100_peak_tops": self.a100.peak_ops / 1e12,
                 "iso_peak_factor": iso,
                 "raw": "one Kaleido array against one A100",
-                "iso_peak": f"Kaleido time divided by {iso:.1f} (A100 int8 peak / array peak: that many arrays, "
-                            "perfect scaling assumed, DRAM not scaled)",
+                "iso_peak": f"Kaleido's compute time divided by {iso:.2f} (A100 {self.a100.precision} peak / array "
+                            "int8 peak: that many arrays, perfect scaling assumed), DRAM time not scaled",
             },
             "macs": {"dense": sum(g.macs for g in self.gemms), "mac8": sum(g.mac8 for g in self.gemms),
                      "mac_low": sum(g.mac_low for g in self.gemms), "skipped": sum(g.skipped for g in self.gemms)},
             "dispatcher_exposed_cycles": sum(g.dispatcher_exposed_cycles for g in self.gemms),
+            "dispatcher_exposed_cycles_by_level": {lv: sum(g.exposed_cycles.get(lv, 0.0) for g in self.gemms)
+                                                   for lv in LEVELS},
         }
 
     def to_dict(self) -> dict:
@@ -232,14 +288,56 @@ class SimResult:
                 "gemms": [g.to_dict() for g in self.gemms]}
 
 
+def _anchor_plan(profile: Profile | None, wl: Workload, g: Gemm, st: ModeStats | None, cfg: ArrayConfig,
+                 pricing: str, transfer: bool) -> AnchorPlan | None:
+    """Where ``g``'s reference partials live: derived from the groups' reuse axes and the stream order."""
+    if st is None:
+        return None
+    mix = profile.axis_mix_for(wl, g.op, g.K, transfer) if profile is not None else None
+    G = len(st.group_sizes)
+    if mix is None or mix.shape[0] != G:
+        # axes not recorded: priced as the farthest reference (one frame back), the conservative choice
+        mix = np.tile([1.0, 0.0, 0.0], (G, 1))
+    if cfg.dataflow == "ws":
+        pg, pf, _ = k_fold_pieces(tuple(int(x) for x in st.group_sizes), cfg.rows)
+        fold = tuple(int(pf[np.nonzero(pg == i)[0][0]]) for i in range(G))
+    else:
+        fold = (0,) * G
+    return AnchorPlan(mix, tuple(wl.grid_thw), fold, cfg.cols, pricing)
+
+
+def _skip_plan(axis: str | None, wl: Workload, cfg: ArrayConfig, pricing: str) -> AnchorPlan | None:
+    if axis is None:
+        return None
+    return AnchorPlan(np.array([[axis == x for x in "thw"]], dtype=np.float64), tuple(wl.grid_thw), (0,), cfg.cols,
+                      pricing)
+
+
+def _pv_rows(st: ModeStats | None, g: Gemm, skip: int) -> RowStats:
+    """Row statistics of the P.V rows that enter the array when ``skip`` video rows are skipped."""
+    M = g.M - skip
+    if st is None:
+        return RowStats.dense(g.K, M)
+    return _rowstats(st, Gemm(g.op, M, g.K, g.N, g.count, g.grid_rows - skip, g.layer_kind))
+
+
 def simulate(
     wl: Workload, profile: Profile | None, cfg: ArrayConfig | None = None, *,
     energy: EnergyTable | None = None, a100: A100Config | None = None, transfer: bool = False,
+    anchor_pricing: str = "mapped", complementary: bool = True,
 ) -> SimResult:
-    """Run ``wl`` with reuse statistics from ``profile`` (``None``: everything dense)."""
+    """Run ``wl`` with reuse statistics from ``profile`` (``None``: everything dense).
+
+    ``anchor_pricing``: where FULL/PARTIAL reference partials are read from
+    (:data:`kaleido.hw.kaleido_pe.ANCHOR_PRICINGS`; ``mapped`` derives it from the
+    stream order and the groups' reuse axes).  ``complementary``: whether the WS
+    matcher may pair tokens with complementary groups (splitting partial-sum chains).
+    """
     cfg = cfg or ArrayConfig()
     energy = energy or EnergyTable()
     a100 = a100 or A100Config()
+    if anchor_pricing not in ANCHOR_PRICINGS:
+        raise ValueError(f"anchor_pricing={anchor_pricing!r}: use one of {ANCHOR_PRICINGS}")
     notes = []
     if profile is not None:
         profile.check_applies(wl, transfer)
@@ -257,37 +355,52 @@ def simulate(
     results = []
     for g in wl.gemms:
         per_step = g.count // wl.steps
-        groups: dict[int, tuple[ModeStats | None, int]] = {}
+        # key -> (stats, decided share, P.V row-skip share and axis, steps)
+        groups: dict[tuple, list] = {}
         if profile is None:
-            groups[0] = (None, wl.steps)
+            groups[(None,)] = [None, 0.0, (0.0, None), wl.steps]
         else:
             entry = profile.ops.get(g.op)
-            steps_iter = range(wl.steps) if (entry is not None and entry.per_step) else [None]
-            for s in steps_iter:
+            qk = profile.ops.get("self_attn_qk")
+            per = (entry is not None and entry.per_step) or (g.op == "self_attn_pv" and qk is not None and qk.per_step)
+            for s in (range(wl.steps) if per else [None]):
                 st = profile.stats_for(wl, g.op, g.K, step=s, transfer=transfer)
-                key = id(st)
+                dec = 0.0 if (st is None or entry is None) else entry.decided_at(s, wl.steps)
+                skip = profile.row_skip_for(wl, g.N, s, transfer) if g.op == "self_attn_pv" else (0.0, None)
+                key = (id(st), dec, skip)
                 n = 1 if s is not None else wl.steps
                 prev = groups.get(key)
-                groups[key] = (st, (prev[1] if prev else 0) + n)
+                groups[key] = [st, dec, skip, (prev[3] if prev else 0) + n]
         a_s, a_j = a100_gemm(g, a100)
         dram = dram_bytes(g, cfg)
-        for st, n_steps in groups.values():
-            ck = (id(st), g.M, g.K, g.N, g.grid_rows, g.op)
+        for st, dec, (skip_frac, skip_axis), n_steps in groups.values():
+            ck = (id(st), dec, skip_frac, skip_axis, g.M, g.K, g.N, g.grid_rows, g.op)
             if ck not in cache:
+                skip = int(round(skip_frac * g.grid_rows))
                 ff = None
                 if profile is not None and st is not None and cfg.dataflow == "os":
                     ff = profile.fold_full_for(wl, g.op, g.K, cfg.rows, transfer)
-                cache[ck] = (st, simulate_gemm(g.M, g.K, g.N, _rowstats(st, g, ff), cfg, count=1.0, op=g.op,
-                                               grid_rows=g.grid_rows, dram=dram))
+                rs = _pv_rows(st, g, skip) if skip else _rowstats(st, g, ff)
+                video_in = g.grid_rows - skip
+                cache[ck] = (st, simulate_gemm(
+                    g.M, g.K, g.N, rs, cfg, count=1.0, op=g.op, grid_rows=g.grid_rows, dram=dram,
+                    decision_rows=dec * video_in if st is not None else 0.0,
+                    anchors=_anchor_plan(profile, wl, g, st, cfg, anchor_pricing, transfer),
+                    complementary=complementary, row_skip=skip,
+                    skip_anchors=_skip_plan(skip_axis, wl, cfg, anchor_pricing)))
             one = cache[ck][1]
             k = per_step * n_steps
             r = GemmResult(g.op, g.M, g.K, g.N, k, one.macs * k, one.dense_cycles * k,
                            {lv: v * k for lv, v in one.kaleido_cycles.items()}, one.dispatcher_exposed_cycles * k,
                            one.work_pe_cycles * k, one.dense_counts.scaled(k), one.kaleido_counts.scaled(k),
                            one.dram_bytes * k, a_s * n_steps / wl.steps, a_j * n_steps / wl.steps,
-                           one.mac8 * k, one.mac_low * k, one.skipped * k, one.dispatch_model)
+                           one.mac8 * k, one.mac_low * k, one.skipped * k, one.dispatch_model,
+                           {lv: v * k for lv, v in one.exposed_cycles.items()})
             results.append(r)
     prof = {"none": True} if profile is None else {"model": profile.model, "grid": list(profile.grid),
                                                    "label": profile.label, "source": profile.source,
                                                    "transfer": transfer}
-    return SimResult(wl.to_dict(), cfg.to_dict(), prof, results, energy, a100, notes)
+    arr = cfg.to_dict()
+    arr["anchor_pricing"] = anchor_pricing
+    arr["complementary_pairs"] = complementary
+    return SimResult(wl.to_dict(), arr, prof, results, energy, a100, notes)

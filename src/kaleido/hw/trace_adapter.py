@@ -3,7 +3,9 @@
 The integration's op names map onto :data:`kaleido.hw.workloads.OP_KINDS`; rows of
 non-grid (text) tokens are removed from the counts (a profile counts video rows
 only); op kinds of the workload the trace did not record are kept dense and listed
-in the returned notes.
+in the returned notes.  A record with ``enabled`` false ran densely: its rows count
+as COMPUTE but no decision was made on them (``OpProfile.decided``), and an op kind
+whose records are all disabled is dense (``None``: no decision-unit charge at all).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
         raise ValueError(f"this trace holds {trace.method!r}'s decisions, not Kaleido's mode statistics: replay it with "
                          "kaleido.hw.baseline_replay (trace.to_profile() does)")
     per_kind: dict[str, dict[int, ModeStats]] = {}
+    decided: dict[str, dict[int, int]] = {}  # kind -> step -> video rows of records with reuse enabled
     axes: dict[str, tuple[str, ...]] = {}
     grid = None
     notes = []
@@ -65,15 +68,27 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
             raise ValueError(f"trace op {rec.op!r} mixes channel-group layouts across layers; the simulator needs one "
                              "layout per op kind")
         steps[rec.step] = st if prev is None else prev + st
+        dec = decided.setdefault(kind, {})
+        dec[rec.step] = dec.get(rec.step, 0) + (st.n_rows if rec.enabled else 0)
     if grid is None or not per_kind:
         raise ValueError("the trace holds no reuse records with a token grid; record it with reuse enabled")
     ops: dict[str, OpProfile | None] = {}
     for kind, steps in per_kind.items():
-        ordered = [steps[s] for s in sorted(steps)]
+        order = sorted(steps)
+        ordered = [steps[s] for s in order]
         pooled = ordered[0]
         for s in ordered[1:]:
             pooled = pooled + s
-        ops[kind] = OpProfile(pooled, ordered if len(ordered) > 1 else [], axes[kind])
+        dec_rows = [decided[kind][s] for s in order]
+        if sum(dec_rows) == 0:
+            ops[kind] = None
+            notes.append(f"op kind {kind!r}: reuse switched off in every record (enabled false): simulated dense, "
+                         "no decision unit")
+            continue
+        share = [d / max(1, st.n_rows) for d, st in zip(dec_rows, ordered)]
+        ops[kind] = OpProfile(pooled, ordered if len(ordered) > 1 else [], axes[kind],
+                              decided=sum(dec_rows) / max(1, pooled.n_rows),
+                              per_step_decided=share if len(ordered) > 1 else [])
     if workload is not None:
         for k in workload.op_kinds():
             if k not in ops and k != "cross_proj_kv":
