@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from kaleido.reuse.config import ReuseConfig
@@ -32,7 +33,7 @@ from kaleido.reuse.groups import ChannelGroups
 from kaleido.reuse.modes import ModeMap
 
 from .config import OP_SWITCH_OF, KaleidoConfig
-from .trace import DENSE_OP, ReuseTrace, TraceRecord, counts_from_modes, dense_counts
+from .trace import DENSE_OP, ReuseTrace, TraceRecord, counts_on_device, dense_counts
 
 if TYPE_CHECKING:
     from .registry import ModelAdapter
@@ -128,6 +129,11 @@ class KaleidoRuntime:
         return self.last_trace
 
     def build_trace(self, records: list[TraceRecord]) -> ReuseTrace:
+        for r in records:  # counts recorded on the device come to the host once, here
+            if isinstance(r.head_counts, torch.Tensor):
+                r.head_counts = r.head_counts.cpu().numpy().astype(np.int64)
+            if isinstance(r.pattern_counts, torch.Tensor):
+                r.pattern_counts = r.pattern_counts.cpu().numpy().astype(np.int64)
         meta = dict(self.meta)
         meta["kaleido_config"] = self.config.to_dict()
         meta["dtype"] = self.dtype
@@ -265,10 +271,12 @@ class KaleidoRuntime:
         modes = mode_map.modes
         if modes.dim() == 3:
             modes = modes.unsqueeze(1)
-        counts, patterns = counts_from_modes(modes)
+        with torch.profiler.record_function("kaleido.record"):
+            # counts stay on the operand's device until the trace is built (no host sync per GEMM)
+            counts, patterns = counts_on_device(modes)
         mm = None
-        if self.config.record_maps:
-            mm = ModeMap(modes.contiguous().clone(), mode_map.grid, mode_map.groups, mode_map.low_bits)
+        if self.config.record_maps:  # asked for: the maps' one host copy
+            mm = ModeMap(modes.to("cpu", copy=True).contiguous(), mode_map.grid, mode_map.groups, mode_map.low_bits)
         B, H, S, _ = modes.shape
         self._records.append(
             TraceRecord(c.step, c.context, layer, op, module, B, H, S, n_cols, mode_map.groups, mode_map.low_bits,

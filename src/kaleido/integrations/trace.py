@@ -137,19 +137,21 @@ class MethodDecision:
 
 
 # -- building records -------------------------------------------------------------------
-def counts_from_modes(modes: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(H, G, 3)`` counts and the row-pattern histogram of a ``(B, H, S, G)`` mode tensor."""
+def counts_on_device(modes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(H, G, 3)`` counts and the row-pattern histogram (``None`` past ``MAX_PATTERN_GROUPS`` groups) of a
+    ``(B, H, S, G)`` mode tensor, as int64 tensors on its device (no host copy, no sync)."""
     if modes.dim() != 4:
         raise ValueError(f"expected a (B, H, S, G) mode tensor, got shape {tuple(modes.shape)}")
     H, G = modes.shape[1], modes.shape[-1]
+    dev = modes.device
     m = modes.to(torch.int64)
-    idx = m + 3 * torch.arange(G).view(1, 1, 1, G) + 3 * G * torch.arange(H).view(1, H, 1, 1)
+    idx = m + 3 * torch.arange(G, device=dev).view(1, 1, 1, G) + 3 * G * torch.arange(H, device=dev).view(1, H, 1, 1)
     counts = torch.bincount(idx.reshape(-1), minlength=3 * G * H).view(H, G, 3)
     patterns = None
     if G <= MAX_PATTERN_GROUPS:
-        w = torch.tensor([3**g for g in range(G)], dtype=torch.int64)
-        patterns = torch.bincount((m * w).sum(-1).reshape(-1), minlength=3**G).numpy().astype(np.int64)
-    return counts.numpy().astype(np.int64), patterns
+        w = torch.tensor([3**g for g in range(G)], dtype=torch.int64, device=dev)
+        patterns = torch.bincount((m * w).sum(-1).reshape(-1), minlength=3**G)
+    return counts, patterns
 
 
 def dense_counts(batch: int, heads: int, rows: int, n_groups: int) -> tuple[np.ndarray, np.ndarray | None]:

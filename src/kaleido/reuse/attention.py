@@ -18,6 +18,7 @@ is never held whole.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +28,7 @@ from .config import ReuseConfig
 from .decide import check_plain_config, decide, decide_effective
 from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
-from .matmul import int8_acc_dtype, int8_matmul_blocks, int8_matmul_from_map, reuse_matmul
+from .matmul import int8_acc_dtype, int8_matmul_blocks, int8_matmul_from_map, reuse_matmul_map
 from .modes import Mode, ModeMap
 from .opcounts import OpCounts
 from .quant import quantize
@@ -43,7 +44,7 @@ def head_saved_fractions(mode_map: ModeMap, head_dim: int = -3) -> list[float]:
     ``1 - low_bits / 8`` of them; columns cancel out.
     """
     modes = mode_map.modes
-    sizes = torch.tensor(mode_map.groups.sizes, dtype=torch.float64)
+    sizes = torch.tensor(mode_map.groups.sizes, dtype=torch.float64, device=modes.device)
     w_full = (modes == int(Mode.FULL)).to(torch.float64)
     w_part = (modes == int(Mode.PARTIAL)).to(torch.float64) * (1.0 - mode_map.low_bits / 8)
     saved = ((w_full + w_part) * sizes).movedim(head_dim, 0)  # (H, ..., S, G)
@@ -57,17 +58,34 @@ class AttentionStats:
     """What one reuse-attention call decided and saved.
 
     ``qk_modes``: mode map of q.k^T, shape ``(B, H, Sq, G)``; ``qk_ops``: its MACs
-    (``Sk`` columns).  ``pv_modes``/``pv_ops``: the same for P.V (``pv_modes`` is
-    ``None`` and ``pv_ops`` the dense count when P.V reuse is off).
-    ``*_head_saved_fraction``: 8-bit-equivalent saving per head.
+    (``qk_cols`` = ``Sk`` columns).  ``pv_modes``/``pv_ops``: the same for P.V
+    (``pv_cols`` = ``Dv``; ``pv_modes`` is ``None`` and ``pv_ops`` the dense count when
+    P.V reuse is off).  ``*_head_saved_fraction``: 8-bit-equivalent saving per head.
+    The counts are derived from the maps when first read, so a call that only needs the
+    maps (the diffusers integration) never copies counts to the host.
     """
 
     qk_modes: ModeMap
-    qk_ops: OpCounts
+    qk_cols: int
     pv_modes: ModeMap | None
-    pv_ops: OpCounts
-    qk_head_saved_fraction: list[float]
-    pv_head_saved_fraction: list[float] | None
+    pv_cols: int
+    pv_dense_ops: OpCounts | None = None
+
+    @functools.cached_property
+    def qk_ops(self) -> OpCounts:
+        return self.qk_modes.op_counts(self.qk_cols)
+
+    @functools.cached_property
+    def pv_ops(self) -> OpCounts:
+        return self.pv_dense_ops if self.pv_modes is None else self.pv_modes.op_counts(self.pv_cols)
+
+    @functools.cached_property
+    def qk_head_saved_fraction(self) -> list[float]:
+        return head_saved_fractions(self.qk_modes)
+
+    @functools.cached_property
+    def pv_head_saved_fraction(self) -> list[float] | None:
+        return None if self.pv_modes is None else head_saved_fractions(self.pv_modes)
 
     def to_dict(self) -> dict:
         return {
@@ -178,7 +196,6 @@ def reuse_attention(
         qk_modes = decide(q_q, grid, groups, config)
     else:
         qk_modes, q_eff = decide_effective(qt, grid, groups, config)
-    qk_ops = qk_modes.op_counts(Sk)
 
     probs = None
     if exact_int8 and pv_config is None:
@@ -194,14 +211,13 @@ def reuse_attention(
             probs = _scores_to_probs(torch.matmul(q_eff, kt.transpose(-1, -2)), scale, attn_mask)
 
     pv_modes = None
-    pv_head = None
+    pv_dense = None
     if pv_config is None:
         n = B * H * Sq * Sk * Dv
-        pv_ops = OpCounts(("pv",), (n,), (0,), (0,), config.low_bits)
+        pv_dense = OpCounts(("pv",), (n,), (0,), (0,), config.low_bits)
     else:
         if pv_groups is None:
             pv_groups = ChannelGroups.from_chunks(Sk, min(Sk, PV_DEFAULT_CHUNK), Axis.W)
-        out, pv_modes, pv_ops = reuse_matmul(probs, vt, grid, pv_groups, pv_config, exact_int8=exact_int8)
-        pv_head = head_saved_fractions(pv_modes)
-    stats = AttentionStats(qk_modes, qk_ops, pv_modes, pv_ops, head_saved_fractions(qk_modes), pv_head)
+        out, pv_modes = reuse_matmul_map(probs, vt, grid, pv_groups, pv_config, exact_int8=exact_int8)
+    stats = AttentionStats(qk_modes, Sk, pv_modes, Dv, pv_dense)
     return out.transpose(1, 2), stats

@@ -220,10 +220,11 @@ def anchor_index(mode_map: ModeMap) -> torch.Tensor:
     grid, groups = mode_map.grid, mode_map.groups
     lead = tuple(modes.shape[:-2])
     S, G = modes.shape[-2], modes.shape[-1]
-    out = torch.arange(S, dtype=torch.int64).view(S, 1).expand(*lead, S, G).clone()
+    dev = modes.device
+    out = torch.arange(S, dtype=torch.int64, device=dev).view(S, 1).expand(*lead, S, G).clone()
     if not bool((modes == _FULL).any()):
         return out
-    own = torch.arange(grid.prefix, grid.prefix + grid.n_grid, dtype=torch.int64).view(grid.n_grid, 1)
+    own = torch.arange(grid.prefix, grid.prefix + grid.n_grid, dtype=torch.int64, device=dev).view(grid.n_grid, 1)
     for g, axis in enumerate(groups.axes):
         m = grid.to_lines(modes[..., grid.grid_slice, g : g + 1], axis)[..., 0]  # (L, *lead, n_lines)
         if bool((m[0] == _FULL).any()):
@@ -232,7 +233,7 @@ def anchor_index(mode_map: ModeMap) -> torch.Tensor:
                 f"(group {groups.names[g]!r}); such tokens must compute"
             )
         own_lines = grid.to_lines(own, axis)[..., 0]  # (L, n_lines)
-        anc = torch.empty(m.shape, dtype=torch.int64)
+        anc = torch.empty(m.shape, dtype=torch.int64, device=dev)
         anc[0] = own_lines[0]
         for p in range(1, m.shape[0]):
             anc[p] = torch.where(m[p] == _FULL, anc[p - 1], own_lines[p])

@@ -262,6 +262,15 @@ def reuse_matmul(
     ``"column"`` or ``"tensor"``; ``verify`` cross-checks the literal hardware form
     against the effective-operand form).  Otherwise the float path.
     """
+    C, mode_map = reuse_matmul_map(A, B, grid, groups, config, exact_int8, b_granularity=b_granularity, verify=verify)
+    return C, mode_map, mode_map.op_counts(B.shape[-1])
+
+
+def reuse_matmul_map(
+    A: torch.Tensor, B: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig,
+    exact_int8: bool = False, *, b_granularity: str = "column", verify: bool = False,
+) -> tuple[torch.Tensor, ModeMap]:
+    """:func:`reuse_matmul` without the op counts (which copy counts to the host): ``(C, mode_map)``."""
     lead = _check_operands(A, B, grid, groups)
     check_plain_config(config)
     S, K = A.shape[-2], A.shape[-1]
@@ -271,7 +280,6 @@ def reuse_matmul(
         mode_map = decide(A_q, grid, groups, config)
         C = int8_matmul_from_map(A_q, scale_a, mode_map, B, b_granularity=b_granularity, verify=verify)
         out_dtype = A.dtype if A.dtype.is_floating_point else torch.float32
-        return C.to(out_dtype), mode_map, mode_map.op_counts(B.shape[-1])
+        return C.to(out_dtype), mode_map
     mode_map, A_eff = decide_effective(A, grid, groups, config)
-    C = torch.matmul(A_eff, B)
-    return C, mode_map, mode_map.op_counts(B.shape[-1])
+    return torch.matmul(A_eff, B), mode_map

@@ -84,8 +84,8 @@ class ModeMap:
         """``(G, 3)`` int64: rows in each mode per group, over all leading dims."""
         flat = self.modes.reshape(-1, self.modes.shape[-1]).to(torch.int64)
         G = flat.shape[1]
-        idx = flat + 3 * torch.arange(G).view(1, G)
-        return torch.bincount(idx.reshape(-1), minlength=3 * G).view(G, 3).numpy().astype(np.int64)
+        idx = flat + 3 * torch.arange(G, device=flat.device).view(1, G)
+        return torch.bincount(idx.reshape(-1), minlength=3 * G).view(G, 3).cpu().numpy().astype(np.int64)
 
     def fractions(self) -> np.ndarray:
         """``(G, 3)`` float: fraction of rows in each mode per group."""
@@ -95,13 +95,13 @@ class ModeMap:
     def row_codes(self) -> torch.Tensor:
         """``(..., S)`` int64: each row's mode string as ``sum_g mode[g] * 3**g``."""
         G = self.modes.shape[-1]
-        w = torch.tensor([3**g for g in range(G)], dtype=torch.int64)
+        w = torch.tensor([3**g for g in range(G)], dtype=torch.int64, device=self.modes.device)
         return (self.modes.to(torch.int64) * w).sum(-1)
 
     def stats(self) -> "ModeStats":
         codes = None
         if len(self.groups) <= MAX_PATTERN_GROUPS:
-            codes = torch.bincount(self.row_codes().reshape(-1), minlength=3 ** len(self.groups)).numpy().astype(np.int64)
+            codes = torch.bincount(self.row_codes().reshape(-1), minlength=3 ** len(self.groups)).cpu().numpy().astype(np.int64)
         return ModeStats(self.groups.sizes, self.groups.names, self.low_bits, self.counts(), codes)
 
     def op_counts(self, n_cols: int) -> OpCounts:
@@ -114,7 +114,7 @@ class ModeMap:
         flat = self.modes.reshape(-1)
         pad = (-flat.numel()) % 4
         if pad:
-            flat = torch.cat([flat, torch.zeros(pad, dtype=torch.uint8)])
+            flat = torch.cat([flat, torch.zeros(pad, dtype=torch.uint8, device=flat.device)])
         q = flat.view(-1, 4)
         return (q[:, 0] | (q[:, 1] << 2) | (q[:, 2] << 4) | (q[:, 3] << 6)).contiguous()
 
