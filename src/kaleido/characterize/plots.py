@@ -40,12 +40,25 @@ def _grid_axes(plt, n: int, w: float, h: float, ncols: int = 3):
     return fig, list(axs.flat)[:n]
 
 
-def _annotate(ax, data: torch.Tensor, fmt: str) -> None:
+def text_colour(rgba) -> str:
+    """``"black"`` or ``"white"``, whichever reads better on a cell of colour ``rgba`` (floats in [0, 1]):
+    black where the cell's relative luminance (sRGB, WCAG 2) is above 0.179, the point where both
+    colours give the same contrast ratio."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(float(c)) for c in rgba[:3])
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
+
+
+def _annotate(ax, data: torch.Tensor, fmt: str, im) -> None:
+    """Each cell's value, in black or white by the cell's colour in ``im`` (:func:`text_colour`)."""
     for i in range(data.shape[0]):
         for j in range(data.shape[1]):
             v = float(data[i, j])
+            colour = "black" if math.isnan(v) else text_colour(im.cmap(im.norm(v)))
             ax.text(j, i, "n/a" if math.isnan(v) else format(v, fmt), ha="center", va="center", fontsize=7,
-                    color="white")
+                    color=colour)
 
 
 def plot_group_axis(ch: Characterization, out_dir: Path, stat: str) -> Path:
@@ -62,7 +75,7 @@ def plot_group_axis(ch: Characterization, out_dir: Path, stat: str) -> Path:
         best = t.best_axes()
         ax.set_title(f"{name} ({t.kind})\nbest: " + ", ".join(f"{g}->{a}" for g, a in list(best.items())[:6])
                      + (" ..." if len(best) > 6 else ""), fontsize=7)
-        _annotate(ax, data, ".2f" if stat == "cos_mean" else ".0f")
+        _annotate(ax, data, ".2f" if stat == "cos_mean" else ".0f", im)
         fig.colorbar(im, ax=ax, fraction=0.046)
     what = "median Delta (int8 units, lower = more alike)" if stat != "cos_mean" else "mean cosine similarity"
     fig.suptitle(f"{what}: groups x reuse axis, all layers, steps and heads", fontsize=9)

@@ -44,8 +44,14 @@ def synthetic_profile_path() -> Path:
     return Path(str(importlib.resources.files("kaleido") / "assets" / "profiles" / "synthetic_correlated.json"))
 
 
-def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workload: str, steps: int | None = None) -> dict:
-    """All designs on ``workload``; ``baseline_rows``: method -> one sweep row (its representative setting)."""
+def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workload: str, steps: int | None = None,
+                 quality: dict[str, tuple[float, int]] | None = None) -> dict:
+    """All designs on ``workload``; ``baseline_rows``: method -> one sweep row (its representative setting).
+
+    ``quality``: method -> (mean PSNR, runs) of that setting over every prompt and seed
+    (:func:`quality_by_method`); each design's ``psnr`` is that mean and ``psnr_runs`` its count.
+    Without it ``psnr`` is the one representative row's (``psnr_runs`` 1: one prompt, one seed).
+    """
     import importlib
     import json
 
@@ -103,6 +109,10 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
                         "replayed": False, "cycles": r.cycles, "utilisation": r.utilisation(pes),
                         "mac_energy_j": r.mac_energy_pj * 1e-12, "psnr": _psnr(row), "assumptions": r.assumptions})
     for d in designs:
+        if d["psnr"] is not None:
+            d["psnr"], d["psnr_runs"] = (quality or {}).get(d["method"], (d["psnr"], 1))
+        else:
+            d["psnr_runs"] = 0
         d["time_s"] = d["cycles"] / clock
         d["speedup_vs_dense"] = dense_cyc / max(1.0, d["cycles"])
         d["kaleido_speedup_over_it"] = d["cycles"] / max(1.0, k_cyc)
@@ -161,6 +171,12 @@ def representative_row(rows, a):
     cand = [r for r in rows if r.get("method") == a.method and r.get("point", {}).get("settings") == a.settings
             and not r.get("error")]
     return sorted(cand, key=lambda r: (r["prompt"], r["seed"]))[0] if cand else None
+
+
+def quality_by_method(aggs, min_psnr: float | None = None) -> dict[str, tuple[float, int]]:
+    """Method -> (mean PSNR over its prompts and seeds, number of runs) of its representative setting
+    (:func:`representatives`), the quality :func:`design_table` shows beside each design."""
+    return {a.method: (float(a.psnr), int(a.n)) for a in representatives(aggs, min_psnr)}
 
 
 def design_rows(rows, aggs, min_psnr: float | None = None) -> tuple[dict | None, dict[str, dict]]:

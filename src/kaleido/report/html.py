@@ -21,7 +21,7 @@ from kaleido.compare.analysis import (MATCH_TARGETS, aggregate, errors, fmt_pct,
                                       pareto_figure)
 from kaleido.compare.points import DENSE
 
-from .accel import representatives
+from .accel import quality_by_method, representatives
 from .paper import PAPER_FIGURES
 
 _CSS = """
@@ -129,6 +129,7 @@ def _accel_section(rows, aggs, workloads, steps=None) -> str:
     except ImportError as e:
         return f"<p>Accelerator models unavailable in this build: {html.escape(str(e))}</p>"
     k_row, base_rows = design_rows(rows, aggs)
+    quality = quality_by_method(aggs)
     parts = ['<p class="note">Every design is the same 128x128 int8 array and cycle model (<code>kaleido.hw</code>), '
              "compute-bound cycles at 1 GHz. Kaleido: <code>kaleido.hw.simulate</code> replaying the mode statistics "
              "its trace recorded on the miniature pipeline (carried to each workload by the simulator's transfer "
@@ -136,24 +137,26 @@ def _accel_section(rows, aggs, workloads, steps=None) -> str:
              "(<code>kaleido/baselines/accel_*.py</code>) fed with the work their algorithms left on the same "
              "pipeline, prompts and seeds; what they do not model (listed under the table) would make them slower. "
              "MAC energy only (memory energy left out for all designs alike). Each method at its representative "
-             "setting (closest to 50% self-attention q.k<sup>T</sup> savings).</p>"]
+             "setting (closest to 50% self-attention q.k<sup>T</sup> savings); its PSNR is the mean over every prompt and "
+             "seed of that setting (the number of runs in brackets), while the skip statistics come from its first "
+             "(prompt, seed) row.</p>"]
     util_rows = []
     for wl in workloads:
         try:
-            t = design_table(k_row, base_rows, wl, steps=steps)
+            t = design_table(k_row, base_rows, wl, steps=steps, quality=quality)
         except Exception as e:  # a workload the simulator cannot run: say so
             parts.append(f"<p>{html.escape(wl)}: simulation failed: {html.escape(str(e))}</p>")
             continue
         parts.append(f"<h3>{html.escape(wl)} ({t['steps']} steps)</h3><table><tr><th class='l'>design</th>"
                      "<th class='l'>skip statistics from</th><th>time (s)</th><th>speedup vs dense array</th>"
                      "<th>Kaleido's speedup over it</th><th>PE utilisation</th><th>MAC energy (J)</th>"
-                     "<th>PSNR (miniature)</th></tr>")
+                     "<th>PSNR dB, miniature (runs)</th></tr>")
         for d in t["designs"]:
             parts.append(f"<tr class='{'kaleido' if d['design'].startswith('Kaleido') else ''}'>"
                          f"<td class='l'>{html.escape(d['design'])}</td><td class='l note'>{html.escape(d['source'])}</td>"
                          f"<td>{_f(d['time_s'], 3)}</td><td>{_f(d['speedup_vs_dense'])}x</td>"
                          f"<td>{_f(d['kaleido_speedup_over_it'])}x</td><td>{fmt_pct(d['utilisation'])}</td>"
-                         f"<td>{_f(d['mac_energy_j'], 3)}</td><td>{_f(d['psnr'])}</td></tr>")
+                         f"<td>{_f(d['mac_energy_j'], 3)}</td><td>{_quality_cell(d)}</td></tr>")
         parts.append(f"<tr><td class='l'>NVIDIA A100 (roofline, simulator)</td><td class='l note'>dense, bf16/int8 "
                      f"peaks and stated attention efficiency</td><td>{_f(t['a100_time_s'], 3)}</td><td colspan=2>"
                      f"Kaleido time incl. DRAM {_f(t['kaleido_time_s_with_dram'], 3)} s; raw one-array vs one-A100</td>"
@@ -182,6 +185,11 @@ def _accel_section(rows, aggs, workloads, steps=None) -> str:
     return "".join(parts)
 
 
+def _quality_cell(d: dict) -> str:
+    """A design's PSNR with the number of runs it averages (``-``: no quality, the dense array)."""
+    return "-" if d.get("psnr") is None else f"{_f(d['psnr'])} ({d.get('psnr_runs', 1)})"
+
+
 def _accel_matched_quality(rows, aggs, workloads, steps=None) -> str:
     """Speedups with every design at (nearly) the same quality: its most-saving setting with PSNR >= the bar."""
     try:
@@ -203,7 +211,7 @@ def _accel_matched_quality(rows, aggs, workloads, steps=None) -> str:
     out = [f'<p class="note">Each design at its setting that saves the most of the whole transformer while its mean '
            f"PSNR stays at or above {MATCHED_PSNR_DB:.0f} dB (the table above takes the setting nearest 50% "
            "self-attention q.k<sup>T</sup> savings instead, whatever its quality).</p>",
-           "<table><tr><th class='l'>design</th><th class='l'>setting</th><th>PSNR (miniature)</th>"
+           "<table><tr><th class='l'>design</th><th class='l'>setting</th><th>PSNR dB, miniature (runs)</th>"
            + "".join(f"<th>speedup vs dense, {html.escape(wl)}</th>" for wl, _ in tables) + "</tr>"]
     # every table has the same designs in the same order; keep those that stand for a setting at the bar
     for i, d in enumerate(tables[0][1]["designs"] if tables else []):
@@ -211,12 +219,27 @@ def _accel_matched_quality(rows, aggs, workloads, steps=None) -> str:
         if m not in reps:  # the dense array, or a Kaleido row simulated from the synthetic profile
             continue
         out.append(f"<tr class='{'kaleido' if m == 'kaleido' else ''}'><td class='l'>{html.escape(d['design'])}</td>"
-                   f"<td class='l'>{html.escape(reps[m].label)}</td><td>{_f(reps[m].psnr)}</td>"
+                   f"<td class='l'>{html.escape(reps[m].label)}</td><td>{_f(reps[m].psnr)} ({reps[m].n})</td>"
                    + "".join(f"<td>{_f(t['designs'][i]['speedup_vs_dense'])}x</td>" for _, t in tables) + "</tr>")
     out.append("</table>")
     if missing:
         out.append(f'<p class="note">No setting at or above {MATCHED_PSNR_DB:.0f} dB: {", ".join(missing)}.</p>')
     return "".join(out)
+
+
+def _gap_text(matched, cd_max_saved: float) -> str:
+    """Kaleido's PSNR minus Cambricon-D's at each matched self-attention q.k^T saving both reach
+    (:func:`kaleido.compare.analysis.matched_savings`), or why there is none."""
+    parts = []
+    for kc, cc in zip(matched.get("kaleido", []), matched.get("cambricon_d", [])):
+        if kc.psnr is not None and cc.psnr is not None:
+            parts.append(f"{_f(kc.psnr - cc.psnr)} dB at {100 * kc.target:.0f}% saved ({_f(kc.psnr)} minus {_f(cc.psnr)})")
+        else:
+            who = "Cambricon-D's" if cc.psnr is None else "Kaleido's"
+            parts.append(f"n/a at {100 * kc.target:.0f}% ({who} settings do not reach it)")
+    what = ("Kaleido minus the Cambricon-D-style method at matched self-attention q.k^T savings, miniature pipeline; "
+            f"Cambricon-D's settings save at most {fmt_pct(cd_max_saved)}")
+    return ("; ".join(parts) or "n/a") + f" ({what})"
 
 
 def _paper_section(aggs, matched) -> str:
@@ -227,8 +250,7 @@ def _paper_section(aggs, matched) -> str:
         ours["kaleido"] = f"{_f(best.psnr)} dB at {fmt_pct(best.self_qk_saved)} self-attn q.k^T savings ({best.label})"
     cd = [a for a in aggs if a.method == "cambricon_d"]
     if k and cd:
-        gap = max(a.psnr for a in k) - max(a.psnr for a in cd)
-        ours["gap"] = f"{_f(gap)} dB (best Kaleido minus best Cambricon-D-style setting, miniature pipeline)"
+        ours["gap"] = _gap_text(matched, max(a.self_qk_saved for a in cd))
     rows = "".join(f"<tr><td class='l'>{html.escape(n)}</td><td class='l'>{html.escape(v)}"
                    f"<span class='tag'>from the paper</span></td></tr>" for n, v in PAPER_FIGURES)
     our_rows = "".join(f"<tr><td class='l'>{html.escape(n)}</td><td class='l'>{html.escape(v)}"
@@ -239,6 +261,18 @@ def _paper_section(aggs, matched) -> str:
             "miniature pipeline and the simulator, so they are not expected to match.</p>"
             f"<table><tr><th class='l'>figure</th><th class='l'>value</th></tr>{rows}</table>"
             f"<p><b>Ours, beside them:</b></p><table>{our_rows or '<tr><td>no Kaleido rows</td></tr>'}</table></div>")
+
+
+def _refused_section(errs: list[dict]) -> str:
+    """Each refused (method, settings, reason) once, with how many prompt/seed rows it covers."""
+    seen: dict[tuple, int] = {}
+    for r in errs:
+        key = (r["method"], str(r.get("settings")), r["error"])
+        seen[key] = seen.get(key, 0) + 1
+    items = [f"<li><b>{html.escape(m)}</b> {html.escape(st)}: {html.escape(err)}"
+             + (f" <span class='note'>({n} prompt/seed rows)</span>" if n > 1 else "") + "</li>"
+             for (m, st, err), n in list(seen.items())[:20]]
+    return "<ul>" + "".join(items) + "</ul>"
 
 
 def build_report(results_dir: str | Path, out: str | Path, title: str = "Kaleido vs baselines",
@@ -290,9 +324,7 @@ def build_report(results_dir: str | Path, out: str | Path, title: str = "Kaleido
         _paper_section(aggs, matched),
     ]
     if errs:
-        body.append("<h2>Refused points</h2><ul>" + "".join(
-            f"<li><b>{html.escape(r['method'])}</b> {html.escape(str(r['settings']))}: {html.escape(r['error'])}</li>"
-            for r in errs[:20]) + "</ul>")
+        body.append("<h2>Refused points</h2>" + _refused_section(errs))
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     out = Path(out)
