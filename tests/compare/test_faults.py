@@ -101,3 +101,24 @@ def test_a_sweep_whose_plan_is_wrong_still_stops(tmp_path):
 
     with pytest.raises(ValueError, match="plan the sweep again"):
         run_sweep(make_points()[:1], tmp_path, n_workers=1, progress=False, compute=wrong_plan)
+
+
+def test_compare_cli_lists_the_missing_points_and_exits_1(tmp_path, monkeypatch):
+    """What `kaleido compare` prints for a sweep that lost points (the sweep itself is stubbed: tested above)."""
+    import kaleido.compare.sweep as sweep
+    from click.testing import CliRunner
+
+    from kaleido.cli.main import cli
+    from kaleido.compare.sweep import SweepSummary
+
+    def lost_one(points, results, **kw):
+        return SweepSummary(len(points), 0, len(points) - 1, failed=["tome ratio=0.3, prompt 'p', seed 0 [abc]: its "
+                                                                      "worker process died while computing it"],
+                            keys_failed=["abc"])
+
+    monkeypatch.setattr(sweep, "run_sweep", lost_one)
+    res = CliRunner().invoke(cli, ["compare", "--pipeline", "random-wan", "--methods", "tome", "--prompts", "1",
+                                   "--results", str(tmp_path), "--workloads", "none", "--json"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "1 failed" in res.output and "failed: tome ratio=0.3, prompt 'p', seed 0 [abc]" in res.output
+    assert "run the same command again to compute only the 1 missing point(s)" in res.output
