@@ -102,19 +102,19 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     for meth, cells in matched.items():
         m.add_row(meth, *[f"{c.psnr:.2f} dB" if c.psnr is not None else "n/a" for c in cells])
     con.print(m)
-    for r in errors(rows):
-        con.print(f"[yellow]refused[/yellow] {r['method']} {r['settings']}: {r['error']}")
+    for key in dict.fromkeys((r["method"], str(r["settings"]), r["error"]) for r in errors(rows)):
+        con.print(f"[yellow]refused[/yellow] {key[0]} {key[1]}: {key[2]}")  # each refused setting once
     for tables, how in ((accel, "each method at its representative setting"),
                         (accel_matched, f"matched quality: each at its most-saving setting with PSNR >= {MATCHED_PSNR_DB:.0f} dB")):
         for t in tables:
             a = Table(title=f"accelerators on {t['workload']} ({t['steps']} steps; {how})")
             for c in ("design", "speedup vs dense array", "Kaleido over it", "PE utilisation", "MAC energy J",
-                      "PSNR of row", "skip statistics"):
+                      "PSNR (runs)", "skip statistics"):
                 a.add_column(c, justify="left" if c in ("design", "skip statistics") else "right")
             for d in t["designs"]:
                 a.add_row(d["design"], f"{d['speedup_vs_dense']:.2f}x", f"{d['kaleido_speedup_over_it']:.2f}x",
                           fmt_pct(d["utilisation"]), f"{d['mac_energy_j']:.3g}",
-                          "-" if d["psnr"] is None else f"{d['psnr']:.1f} dB", _figure_kind(d))
+                          "-" if d["psnr"] is None else f"{d['psnr']:.1f} dB ({d['psnr_runs']})", _figure_kind(d))
             con.print(a)
     con.print(f"Pareto plot: {results / 'pareto.png'}")
     if failed:
@@ -136,7 +136,7 @@ def _accel_tables(rows, aggs, workloads: str, min_psnr: float | None = None) -> 
     if workloads.strip().lower() == "none":
         return []
     from kaleido.hw.workloads import workload_names
-    from kaleido.report.accel import design_rows, design_table
+    from kaleido.report.accel import design_rows, design_table, quality_by_method
 
     names = [w.strip() for w in workloads.split(",") if w.strip()]
     unknown = [w for w in names if w not in workload_names()]
@@ -152,4 +152,5 @@ def _accel_tables(rows, aggs, workloads: str, min_psnr: float | None = None) -> 
             click.echo(f"no matched-quality accelerator table: no kaleido, adaptiv, exion or cambricon_d setting "
                        f"reaches {min_psnr:.0f} dB", err=True)
         return []
-    return [design_table(k_row, base_rows, w) for w in names]
+    quality = quality_by_method(aggs, min_psnr)  # each setting's mean PSNR over its prompts and seeds
+    return [design_table(k_row, base_rows, w, quality=quality) for w in names]
