@@ -43,6 +43,30 @@ def test_interrupted_csv_leaves_no_half_file(tmp_path):
     assert not out.exists() and os.listdir(tmp_path) == []
 
 
+def test_a_process_killed_mid_write_leaves_the_old_row_and_no_half_file_in_the_results(tmp_path):
+    """A hard kill (no exception, no clean-up) half-way through writing a row."""
+    import subprocess
+    import sys
+
+    from kaleido.compare.analysis import load_rows
+
+    out = tmp_path / "row.json"
+    out.write_text('{"old": true}')
+    script = (
+        "import os, sys\n"
+        "from kaleido.atomic import open_atomic\n"
+        "with open_atomic(sys.argv[1]) as f:\n"
+        "    f.write('{\"new\": [' + '1,' * 100000)\n"
+        "    f.flush()\n"
+        "    os._exit(9)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", script, str(out)]).returncode == 9
+    assert out.read_text() == '{"old": true}'
+    leftovers = [p for p in tmp_path.iterdir() if p != out]
+    assert len(leftovers) == 1 and leftovers[0].stat().st_size > 100000  # the half file is the temporary one
+    assert load_rows(tmp_path) == [{"old": True}]  # and a sweep's analysis never reads it
+
+
 def test_failed_rename_keeps_the_old_file(tmp_path, monkeypatch):
     out = tmp_path / "report.html"
     out.write_text("old report")
