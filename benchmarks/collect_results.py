@@ -15,6 +15,8 @@ import json
 import shutil
 from pathlib import Path
 
+from kaleido.atomic import write_atomic
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -32,11 +34,11 @@ def main() -> None:
     ev = {k: m[k] for k in ("model", "pipeline_class", "transformer_class", "device", "dtype", "settings",
                             "kaleido_config", "metric_definitions", "apply_report", "aggregate")}
     ev["runs"] = runs
-    (out / "tiny_eval_default.json").write_text(json.dumps(ev, indent=1))
+    write_atomic(out / "tiny_eval_default.json", json.dumps(ev, indent=1))
     for f in ("sweep.csv", "sweep.json", "sweep.png"):
         shutil.copy(Path(a.sweep_dir) / f, out / f)
     bench = json.loads(Path(a.bench_json).read_text())
-    (out / "bench_generate.json").write_text(json.dumps(bench, indent=1))
+    write_atomic(out / "bench_generate.json", json.dumps(bench, indent=1))
     video = Path(a.eval_dir) / "run-0" / "side_by_side.mp4"
     if video.exists():
         shutil.copy(video, out / "side_by_side_run0.mp4")
@@ -72,7 +74,7 @@ def main() -> None:
               f"Median of {bench['repeats']} alternating repeats, {bench['threads']} thread(s): pipeline "
               f"{bench['median_s']['dense_pipeline']:.2f} s dense vs {bench['median_s']['kaleido_pipeline']:.2f} s Kaleido "
               f"(ratio {bench['ratio_pipeline']:.2f}, target <= 2); transformer ratio {bench['ratio_transformer']:.2f}."]
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    write_atomic(out / "summary.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
