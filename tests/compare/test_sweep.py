@@ -55,7 +55,7 @@ def test_resumed_sweep_computes_nothing_twice(tmp_path):
     after = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
     assert len(after) == 4
     assert all(after[n] == t for n, t in done.items())  # earlier rows untouched
-    assert not list(tmp_path.glob("dense-*.tmp*"))
+    assert not list(tmp_path.glob("*.tmp"))  # no temporary file of a row or reference left behind
     assert len(calls) == 2 and len(list(tmp_path.glob("dense-*.npy"))) == 1  # the reference was reused
     # a finished sweep submits nothing at all (no cluster is even started)
     summary = run_sweep(pts, tmp_path, n_workers=1, progress=False)
