@@ -25,9 +25,10 @@ multiplier) and 2 otherwise, FULL uses 0 (the reference's partial is forwarded).
   rows uses.  *No dispatcher*: folds are R consecutive rows in sequence order (exact
   with a mode map; with statistics only, rows are taken as independent draws - a
   pessimistic assumption).  *Scheduler*: rows sorted by mode string inside each
-  window, so most folds hold one pattern (the arrival order is kept for a window
-  where sorting would not help - both costs follow from the mode bits; the same
-  guard holds when the rows are known only as statistics).  *Matcher*: two rows of a pattern whose
+  window, so most folds hold one pattern, and rows FULL in every group are left out
+  (they need no PE row).  The arrival order is kept for a window where sorting would
+  not help - both costs follow from the mode bits; the same guard holds when the rows
+  are known only as statistics.  *Matcher*: two rows of a pattern whose
   used groups are all PARTIAL share one PE row (packed), halving that cluster's
   folds; it is bypassed where it would not help.
 """
@@ -328,6 +329,7 @@ def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_f
         classes.astype(np.int64) @ (3 ** np.arange(use.shape[1])))
     order = np.argsort(key, kind="stable")
     cu, cn = use[order], counts[order].astype(np.int64)
+    cn = np.where(cu.any(1), cn, 0)  # rows FULL in every group need no PE row: the scheduler leaves them out
     sched = _os_fold_streams(cu, cn, sizes, R, cost)
     if sched.sum() > none.sum():  # keep the arrival order where sorting does not help (exact rows or statistics)
         sched = none

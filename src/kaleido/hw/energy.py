@@ -158,6 +158,16 @@ class EnergyTable:
         ys = np.log([self.pj("sram_64k_byte"), self.pj("sram_256k_byte"), self.pj("sram_1m_byte")])
         return float(np.exp(np.interp(np.log(max(kib, 1e-3)), xs, ys)))
 
+    def full_break_even_channels(self, store_kib: float) -> float:
+        """Group width (channels) above which one FULL item saves energy over computing it.
+
+        A FULL (row, group, column) item moves ``8`` bytes of reference partials (read the
+        anchor's int32, write this row's) through a store of ``store_kib`` KiB (0: the PE
+        register); computing it costs one 8x8 MAC and 6 register bytes per channel.
+        """
+        per_byte = self.pj("reg_byte") if store_kib <= 0 else self.sram_pj_per_byte(store_kib)
+        return 8.0 * per_byte / (self.mac_pj(8) + 6.0 * self.pj("reg_byte"))
+
     def energy_pj(self, c: ActionCounts, buffer_kib: dict[str, float], clock_ghz: float) -> dict[str, float]:
         """Energy by component (pJ) of the counted actions."""
         sram = sum(b * self.sram_pj_per_byte(buffer_kib[name]) for name, b in c.sram_bytes.items())
