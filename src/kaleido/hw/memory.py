@@ -82,6 +82,8 @@ class BandwidthResult:
     its port (ifmap/filter reads, ofmap writes, partial sums included).  ``refills``:
     refills of each read buffer's idle half after the first half was loaded (the first
     load precedes cycle 0, as in SCALE-Sim's ``Total Cycles``).
+    ``total_cycles_incl_prefetch`` (``model="scalesim_v3"`` only): SCALE-Sim's ``Total
+    Cycles (incl. prefetch)``, from the first DRAM read to the last ofmap write-back.
     """
 
     compute_cycles: float
@@ -90,6 +92,7 @@ class BandwidthResult:
     dram_words: dict[str, float]
     refills: dict[str, int]
     words_per_cycle: float
+    total_cycles_incl_prefetch: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -221,8 +224,9 @@ def bandwidth_stalls(
 #   re-fetches that make v3's DRAM reads many times the operand in os / is.
 # * a late refill adds its lateness to the line's finishing cycle twice (early ones pull
 #   it back once); the array waits for the worst of the three buffers on each line.
-# * the ofmap buffer counts free space back when a drain of half the buffer starts and
-#   stalls a write only when it is full while a drain is in flight.
+# * the ofmap buffer counts free space back when a drain of half the buffer starts (one
+#   port-wide line a cycle) and stalls a write only when it is full while a drain is in
+#   flight.
 # The demand order (skewed, flipped and padded folds) is the same as SCALE-Sim's
 # stall-free schedule (:func:`kaleido.hw.compute.dense_cycles`, compat timing).
 
@@ -377,7 +381,7 @@ def _scalesim_v3_bandwidth(M: int, K: int, N: int, cfg: ArrayConfig, words_per_c
                          f"words, over {_V3_MAX_WORDS:.0e}; use model='physical' for large GEMMs")
     streams, ranks, padded, n_lines = _v3_streams(M, K, N, cfg.dataflow, R, C)
     kib = {"ifmap": cfg.buffers.ifmap_kib, "filter": cfg.buffers.filter_kib, "ofmap": cfg.buffers.ofmap_kib}
-    reads, dram, refills = {}, {}, {}
+    reads, dram, refills, first_load = {}, {}, {}, {}
     for name in ("ifmap", "filter"):
         total = 1024 * kib[name]
         act = math.ceil(total * 0.5)
@@ -397,6 +401,7 @@ def _scalesim_v3_bandwidth(M: int, K: int, N: int, cfg: ArrayConfig, words_per_c
         L = math.ceil(pre / bw)
         first = min(math.ceil(act / bw), math.ceil(padded[name] / bw))
         dram[name] = (first + int(slides.sum()) * L) * bw
+        first_load[name] = first  # the first half is requested so as to land by cycle 0
         reads[name] = (line[where], slides, L)
         refills[name] = int(slides.sum())
     # timing: one pass over the array lines
@@ -415,15 +420,17 @@ def _scalesim_v3_bandwidth(M: int, K: int, N: int, cfg: ArrayConfig, words_per_c
     queue = []  # packed lines waiting to drain (sizes)
     drain_end = 0
     o_dram = 0
+    o_stop = 0
 
     def drain(start):
-        nonlocal free, o_dram
+        nonlocal free, o_dram, o_stop
         take = queue[:lines_per_drain]
         del queue[:lines_per_drain]
         sz = len(take) * bw - (bw - take[-1])
         o_dram += sz
         free += sz
-        return start + len(take)
+        o_stop = max(o_stop, start + len(take) - 1)
+        return start + len(take) - 1  # one line a cycle, the write port answers at once
 
     S = 0
     total = 0
@@ -457,10 +464,11 @@ def _scalesim_v3_bandwidth(M: int, K: int, N: int, cfg: ArrayConfig, words_per_c
                 drain_end = drain(cur)
         total = max(total, cur)
         S += int(max(d["ifmap"], d["filter"], cur - cyc))
-    if fill:
+    if fill:  # after the last line the buffer drains, from that line's cycle on
         queue.append(fill)
     while queue:
-        drain(0)
+        cur = drain(cur) + 1
     dram["ofmap"] = o_dram
+    incl = o_stop + max(first_load.values())
     return BandwidthResult(dense_cycles(M, K, N, cfg), float(S), float(total),
-                           {k: float(v) for k, v in dram.items()}, refills, float(bw))
+                           {k: float(v) for k, v in dram.items()}, refills, float(bw), float(incl))
