@@ -28,7 +28,7 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
     from kaleido.hw.profile import Profile
 
     if trace and profile:
-        raise click.BadParameter("give --trace or --profile, not both")
+        raise click.UsageError("give --trace or --profile, not both: a trace is converted to a profile")
     if profile:
         shipped = _shipped_profiles()
         profile = shipped.get(profile, profile)
@@ -46,7 +46,12 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
                                    "missing); convert the trace to a profile or pass --profile") from None
         from kaleido.hw.trace_adapter import profile_from_trace
 
-        return profile_from_trace(ReuseTrace.load(trace), wl)
+        try:
+            loaded = ReuseTrace.load(trace)
+        except ValueError as e:
+            raise click.BadParameter(f"{e} (kaleido generate writes one: OUT/trace.safetensors)",
+                                     param_hint="--trace") from None
+        return profile_from_trace(loaded, wl)
     return None, ["no --trace/--profile: Kaleido runs with no reuse (equal to the dense array)"]
 
 
