@@ -8,6 +8,7 @@ process: ``--worker`` reads cases as JSON on stdin), and compares here::
 
     python benchmarks/validate_scalesim.py                       # install if needed, run, compare
     python benchmarks/validate_scalesim.py --write-table tests/hw/data/scalesim_v3.json
+    python benchmarks/validate_scalesim.py --table tests/hw/data/scalesim_v3.json --markdown   # docs tables
 
 Cases: dense GEMMs (``Layer, M, N, K`` topology, ``-i gemm``; v3 also wants a layout
 file, passed as ``-l``) on small arrays -
@@ -180,14 +181,15 @@ def ours(case: dict) -> dict:
     sram = scalesim_sram_counts(M, K, N, cfg)
     if case["mode"] == "USER":
         b = bandwidth_stalls(M, K, N, cfg, words_per_cycle=case["bw"])
-        phys = bandwidth_stalls(M, K, N, cfg, words_per_cycle=case["bw"], model="physical").total_cycles
+        pb = bandwidth_stalls(M, K, N, cfg, words_per_cycle=case["bw"], model="physical")
+        phys, phys_reads = pb.total_cycles, (pb.dram_words["ifmap"], pb.dram_words["filter"])
     else:  # CALC: v3 sizes the read ports so that nothing stalls; its ofmap port is C words wide
         b = bandwidth_stalls(M, K, N, cfg, words_per_cycle=1e5, model="physical")
         assert b.total_cycles == dense_cycles(M, K, N, cfg)
-        phys = b.total_cycles
+        phys, phys_reads = b.total_cycles, (b.dram_words["ifmap"], b.dram_words["filter"])
         of = bandwidth_stalls(M, K, N, cfg, words_per_cycle=case["C"], model="scalesim_v3").dram_words["ofmap"]
         b = replace(b, dram_words={**b.dram_words, "ofmap": of})
-    return {"physical_total_cycles": phys,
+    return {"physical_total_cycles": phys, "physical_dram_reads": phys_reads,
         "total_cycles": b.total_cycles, "stall_cycles": b.stall_cycles,
         "sram_ifmap_reads": sram["ifmap_reads"], "sram_filter_reads": sram["filter_reads"],
         "sram_ofmap_writes": sram["ofmap_writes"],
@@ -239,12 +241,45 @@ def compare(rows: list[dict]) -> int:
     return 1 if bad_calc else 0
 
 
+def markdown(rows: list[dict]) -> None:
+    """The side-by-side tables of docs/hardware.md, from the same rows."""
+    print("| flow | M x K x N | array | total cycles v3 = ours | stalls | SRAM ifmap / filter / ofmap (v3 = ours) "
+          "| DRAM ifmap / filter / ofmap (v3 = ours) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["mode"] != "CALC":
+            continue
+        v, o = r["v3"], ours(r)
+        eq = lambda k: f"{v[k]:,}" if o[k] == v[k] else f"{v[k]:,} (ours {o[k]:,.0f})"  # noqa: E731
+        print(f"| {r['df']} | {r['M']}x{r['K']}x{r['N']} | {r['R']}x{r['C']} | {eq('total_cycles')} | {eq('stall_cycles')} | "
+              f"{eq('sram_ifmap_reads')} / {eq('sram_filter_reads')} / {eq('sram_ofmap_writes')} | "
+              f"{eq('dram_ifmap_reads')} / {eq('dram_filter_reads')} / {eq('dram_ofmap_writes')} |")
+    print()
+    print("| flow | M x K x N | array | ofmap KiB | bw | total cycles v3 / ours | stall cycles v3 / ours "
+          "| incl. prefetch v3 / ours | DRAM ifmap / filter / ofmap, v3 = ours | `physical`: total (vs v3), DRAM reads |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["mode"] != "USER":
+            continue
+        v, o = r["v3"], ours(r)
+        pair = lambda a, b: f"{a:,} / {b:,.0f}"  # noqa: E731
+        dram = " / ".join(f"{v[k]:,}" + ("" if o[k] == v[k] else f" ({o[k]:,.0f})")
+                          for k in ("dram_ifmap_reads", "dram_filter_reads", "dram_ofmap_writes"))
+        phys = o["physical_total_cycles"]
+        print(f"| {r['df']} | {r['M']}x{r['K']}x{r['N']} | {r['R']}x{r['C']} | {r['okb']} | {r['bw']} | "
+              f"{pair(v['total_cycles'], o['total_cycles'])} | {pair(v['stall_cycles'], o['stall_cycles'])} | "
+              f"{pair(v['total_cycles_incl_prefetch'], o['total_cycles_incl_prefetch'])} | {dram} | "
+              f"{phys:,.0f} ({100.0 * (phys - v['total_cycles']) / v['total_cycles']:+.0f}%), "
+              f"{o['physical_dram_reads'][0]:,.0f} / {o['physical_dram_reads'][1]:,.0f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", action="store_true", help="run the cases on stdin with SCALE-Sim (its interpreter)")
     ap.add_argument("--venv", default="/tmp/ssim3", help="throwaway venv holding scalesim 3.0.0")
     ap.add_argument("--table", help="compare against a stored table instead of running SCALE-Sim")
     ap.add_argument("--write-table", help="write SCALE-Sim's raw outputs to this JSON file")
+    ap.add_argument("--markdown", action="store_true", help="print the tables of docs/hardware.md instead")
     a = ap.parse_args()
     if a.worker:
         return worker()
@@ -266,6 +301,9 @@ def main() -> int:
             with open(a.write_table, "w") as f:
                 json.dump(table, f, indent=1)
                 f.write("\n")
+    if a.markdown:
+        markdown(rows)
+        return 0
     return compare(rows)
 
 
