@@ -28,6 +28,9 @@ _LAZY = {
 _SUBPACKAGES = ("baselines", "characterize", "cli", "compare", "hw", "integrations", "metrics", "report", "reuse",
                 "tiny", "video_io")
 
+#: modules a sub-package's attribute access also loads (``kaleido.tiny`` has no imports of its own)
+_WITH_MODULES = {"tiny": ("kaleido.tiny.pipeline",)}
+
 
 def __getattr__(name: str):
     import importlib
@@ -35,6 +38,8 @@ def __getattr__(name: str):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name in _SUBPACKAGES:
+        for module in _WITH_MODULES.get(name, ()):
+            importlib.import_module(module)  # so that e.g. ``kaleido.tiny.pipeline`` is an attribute too
         return importlib.import_module(f"kaleido.{name}")
     raise AttributeError(f"module 'kaleido' has no attribute {name!r}")
 
