@@ -53,9 +53,10 @@ def test_stall_free_exact(c):
     assert b.stall_cycles == 0 and b.total_cycles == v["total_cycles"]
     assert b.dram_words["ifmap"] == v["dram_ifmap_reads"] == M * K
     assert b.dram_words["filter"] == v["dram_filter_reads"] == K * N
-    # v3 counts whole write lines of its port in a few drains (35,007 for 35,000 writes);
-    # its ofmap buffer, reproduced, with CALC's port width (one word per column) gives them
-    assert 0 <= v["dram_ofmap_writes"] - b.dram_words["ofmap"] <= c["C"]
+    # the physical model keeps ws / is partial sums on chip (they fit); v3 writes every
+    # K-fold out, and counts whole lines of its C-word port in a few drains (35,007 for
+    # 35,000 writes): its ofmap buffer, reproduced, gives those
+    assert b.dram_words["ofmap"] == M * N
     v3 = bandwidth_stalls(M, K, N, cfg, words_per_cycle=c["C"], model="scalesim_v3")
     assert v3.dram_words["ofmap"] == v["dram_ofmap_writes"] and v3.stall_cycles == 0
 

@@ -79,7 +79,9 @@ class BandwidthResult:
     ``stall_cycles``: cycles the array waits for ifmap/filter refills or ofmap drains;
     ``total_cycles``: compute + stalls (``model="scalesim_v3"``: SCALE-Sim's ``Total
     Cycles``, its last ofmap write).  ``dram_words``: 1-byte words each buffer moves over
-    its port (ifmap/filter reads, ofmap writes, partial sums included).  ``refills``:
+    its port: ifmap/filter reads, ofmap writes (``physical``: the outputs, plus every
+    K-fold's partial sums when one column fold's outputs overflow half the ofmap buffer;
+    ``scalesim_v3``: every write, partial sums included, as SCALE-Sim counts them).  ``refills``:
     refills of each read buffer's idle half after the first half was loaded (the first
     load precedes cycle 0, as in SCALE-Sim's ``Total Cycles``).
     ``total_cycles_incl_prefetch`` (``model="scalesim_v3"`` only): SCALE-Sim's ``Total
@@ -118,6 +120,11 @@ def _fold_streams(M: int, K: int, N: int, cfg: ArrayConfig):
     first_row = (fr == 0).astype(np.float64)
     first_col = (fc == 0).astype(np.float64)
     pre = 0.0 if df == "os" else float(R)  # ws/is: the stationary operand is preloaded first
+    # ws/is accumulate K-folds in the ofmap buffer: only the last K-fold's outputs leave the
+    # chip while one column fold's outputs (T x C words) fit half of it; otherwise every
+    # K-fold's partial sums are written out (as SCALE-Sim always counts them)
+    spill = T * C > cfg.buffers.usable_bytes("ofmap")
+    last_row = np.ones_like(r) if spill else (fr == p.row_folds - 1).astype(np.float64)
     if df == "os":  # A's row-fold block streams in every fold; B's column block once per column fold
         a_new = r * K if M * K > ifmap_cap else r * K * first_col
         b_new = c * K if K * c.max() > filt_cap else c * K * first_row
@@ -127,12 +134,12 @@ def _fold_streams(M: int, K: int, N: int, cfg: ArrayConfig):
         a_new = M * r if M * K > ifmap_cap else M * r * first_col
         b_new = r * c
         a_win, b_win = (pre, float(T)), (0.0, float(R))
-        out = (T * c, pre + R, float(T))
+        out = (T * c * last_row, pre + R, float(T))
     else:  # is: A (K-rows x M-cols) preloaded once; B (N x K-rows) re-streamed per column fold
         a_new = r * c
         b_new = N * r if K * N > filt_cap else N * r * first_col
         a_win, b_win = (0.0, float(R)), (pre, float(T))
-        out = (T * c, pre + R, float(T))
+        out = (T * c * last_row, pre + R, float(T))
     return start, {"ifmap": (a_new, a_win), "filter": (b_new, b_win)}, out
 
 
@@ -161,7 +168,8 @@ def bandwidth_stalls(
       (``stall = max_k(arrival_k - need_k)``, the max-plus recurrence of the refill
       chain).  An operand is re-streamed per outer fold unless it fits one half.  The
       ofmap buffer drains a full half over its port; the array waits when both halves
-      are full.  Analytic, vectorised: any GEMM size.
+      are full (ws/is partial sums stay on chip while a column fold's outputs fit half
+      of it).  Analytic, vectorised: any GEMM size.
     * ``"scalesim_v3"``: SCALE-Sim v3.0.0's accounting of a ``USER``-bandwidth run,
       reproduced (not endorsed; see :func:`_scalesim_v3_bandwidth`): integer
       ``words_per_cycle``, cost per demanded word, GEMMs of up to ~2e7 demanded words.
