@@ -17,6 +17,11 @@ Off-chip: A and B are fetched once if either fits its buffer; otherwise a block 
 one stays resident and the other is re-streamed per block (the cheaper order); C is
 written once (1 byte per output, requantised
 int8).  Attention is fused: the scores (q.k^T output) and P (P.V input) stay on chip.
+
+Limited DRAM bandwidth: :func:`bandwidth_stalls` gives the stalls of a dense GEMM whose
+double-buffered SRAM halves refill over a port of so many words per cycle - a physical
+refill chain (``default`` timing), or SCALE-Sim v3.0.0's own accounting, reproduced
+(``scalesim_compat``; checked in ``tests/hw/test_scalesim_reference.py``).
 """
 
 from __future__ import annotations
