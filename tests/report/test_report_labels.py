@@ -3,7 +3,7 @@ each refused point once."""
 
 from __future__ import annotations
 
-from kaleido.compare.analysis import MatchedCell, SettingAggregate
+from kaleido.compare.analysis import SettingAggregate
 from kaleido.report.accel import design_table, quality_by_method
 from kaleido.report.html import _gap_text, _quality_cell, _refused_section
 
@@ -23,15 +23,16 @@ def test_design_rows_carry_the_mean_psnr_and_its_run_count():
     assert _quality_cell({"psnr": 28.5, "psnr_runs": 4}) == "28.50 (4)"
 
 
-def test_gap_compares_at_matched_savings_and_says_so():
-    matched = {"kaleido": [MatchedCell(0.5, 28.7, 0.9, ""), MatchedCell(0.7, 23.7, 0.8, "")],
-               "cambricon_d": [MatchedCell(0.5, 25.0, 0.9, ""), MatchedCell(0.7, None, None, "")]}
-    text = _gap_text(matched, 0.6)
-    assert text.startswith("3.70 dB at 50% saved (28.70 minus 25.00); n/a at 70% (Cambricon-D's settings do not reach it)")
-    assert "matched self-attention q.k^T savings" in text and "at most 60.0%" in text
-    none = _gap_text({"kaleido": [MatchedCell(0.5, 28.7, 0.9, "")], "cambricon_d": [MatchedCell(0.5, None, None, "")]},
-                     0.018)
-    assert "dB at" not in none and "at most 1.8%" in none
+def test_gap_compares_at_matched_whole_transformer_savings_and_says_so():
+    # Kaleido's front: (10%, 40 dB), (30%, 20 dB); a dominated setting that must not count: (20%, 10 dB)
+    aggs = [agg("kaleido", 1, 4, 40.0, 0.3, 0.1), agg("kaleido", 2, 4, 20.0, 0.7, 0.3), agg("kaleido", 3, 4, 10.0, 0.5, 0.2),
+            agg("cambricon_d", 1, 2, 35.0, 0.0, 0.2), agg("cambricon_d", 2, 2, 30.0, 0.0, 0.5)]
+    text = _gap_text(aggs)
+    # at 20%: Kaleido interpolated to 30 dB, minus 35 -> -5 dB
+    assert text.startswith("-5.00 dB at 20.0% of the whole transformer saved: Kaleido 30.00 (interpolated between")
+    assert "(2 runs)" in text and "4 and 4 runs" in text
+    assert "n/a at 50.0% saved by cambricon_d k=2 (Kaleido's settings save 10.0%-30.0%; not extrapolated)" in text
+    assert text.endswith("at matched whole-transformer savings, each setting's mean PSNR over its runs, miniature pipeline)")
 
 
 def test_each_refused_point_is_listed_once():
