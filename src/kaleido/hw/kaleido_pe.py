@@ -225,16 +225,14 @@ class AnchorPlan:
 
     def store_kib(self) -> np.ndarray:
         """``(G, 3)`` KiB of the anchor store each (group, axis) reads from (0: the PE register)."""
-        G = self.axis_mix.shape[0]
-        folds = np.asarray(self.group_fold)
-        out = np.zeros((G, 3))
+        folds = np.asarray(self.group_fold, dtype=np.int64)
+        out = np.zeros(self.axis_mix.shape)
         for a, axis in enumerate(REUSE_AXES):
             d = anchor_distance_rows(axis, self.grid_thw)
             if d <= 1:
                 continue
-            for g in range(G):
-                live = self.axis_mix[folds == folds[g], a].sum()  # groups of the live fold on this axis
-                out[g, a] = live * d * self.cols * PSUM_BYTES / 1024.0
+            live = np.bincount(folds, weights=self.axis_mix[:, a])[folds]  # groups of the live fold on this axis
+            out[:, a] = live * d * self.cols * PSUM_BYTES / 1024.0
         return out
 
     def split_bytes(self, items: np.ndarray) -> tuple[float, dict[str, float]]:
@@ -247,9 +245,7 @@ class AnchorPlan:
             return 0.0, ({"1024": float(b.sum())} if b.sum() > 0 else {})
         kib = self.store_kib()
         reg = float(b[kib == 0].sum())
-        stores: dict[str, float] = {}
-        for k, v in zip(kib[kib > 0], b[kib > 0]):
-            if v > 0:
-                key = f"{k:.6g}"
-                stores[key] = stores.get(key, 0.0) + float(v)
-        return reg, stores
+        far = (kib > 0) & (b > 0)
+        uniq, inv = np.unique(kib[far], return_inverse=True)
+        sums = np.bincount(inv.reshape(-1), weights=b[far], minlength=len(uniq))
+        return reg, {f"{k:.6g}": float(v) for k, v in zip(uniq, sums)}
