@@ -79,12 +79,13 @@ def write_gif(frames: np.ndarray, path: str | Path, fps: int = 8) -> Path:
 
 
 def side_by_side(left: np.ndarray, right: np.ndarray, diff_gain: float | None = 4.0, gap: int = 2, scale: int = 1,
-                 labels: tuple[str, str] | None = ("dense", "Kaleido")) -> np.ndarray:
+                 labels: tuple[str, str] | None = None) -> np.ndarray:
     """``[left | right | gain*|left-right|]`` panels, uint8, separated by ``gap`` white columns.
 
-    Each panel is upscaled by ``scale`` (nearest) first; with ``labels`` a white band above the panels
-    names each one (``labels`` for the first two, ``|difference| x<gain>`` for the third), so a GIF
-    says what it shows. ``diff_gain=None`` leaves out the difference panel.
+    Each panel is upscaled by ``scale`` (nearest) first; with ``labels`` (e.g. ``("dense", "Kaleido")``,
+    what ``kaleido generate`` writes) a white band above the panels names each one (``labels`` for the
+    first two, ``|difference| x<gain>`` for the third), so a GIF says what it shows. ``diff_gain=None``
+    leaves out the difference panel.
     """
     a, b = to_uint8(left), to_uint8(right)
     if a.shape != b.shape:

@@ -33,7 +33,7 @@ def _write_run(run, out: Path, fps: int, scale: int) -> dict:
         "dense": write_video_set(run.dense, out / "dense", fps, scale),
         "kaleido": write_video_set(run.kaleido, out / "kaleido", fps, scale),
         # labelled in the image (dense | Kaleido | |difference| x4), so the panels are upscaled before labelling
-        "side_by_side": write_video_set(side_by_side(run.dense, run.kaleido, scale=scale), out / "side_by_side", fps),
+        "side_by_side": write_video_set(side_by_side(run.dense, run.kaleido, scale=scale, labels=("dense", "Kaleido")), out / "side_by_side", fps),
         "trace": str(run.trace.save(out / "trace.safetensors")),
     }
     d = run.to_dict()
