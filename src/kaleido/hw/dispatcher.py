@@ -177,9 +177,9 @@ def greedy_pairing(use: np.ndarray, counts: np.ndarray, complementary: bool = Tr
     if len(counts) == 0:
         return 0, 0
     compat = (use[:, None, :] + use[None, :, :] <= 2).all(-1)
-    same = ((use[:, None, :] > 0) == (use[None, :, :] > 0)).all(-1)
+    used = use > 0
     if not complementary:
-        compat &= same
+        compat &= (used[:, None, :] == used[None, :, :]).all(-1)
     order = np.argsort(-use.sum(1), kind="stable")
     pairs = split = 0
     for i in order:
@@ -192,7 +192,7 @@ def greedy_pairing(use: np.ndarray, counts: np.ndarray, complementary: bool = Tr
                 continue
             k = counts[i] // 2 if i == j else min(counts[i], counts[j])
             pairs += int(k)
-            split += 0 if same[i, j] else int(k)
+            split += 0 if i == j or (used[i] == used[j]).all() else int(k)
             counts[i] -= k
             counts[j] -= k
     return pairs, split
