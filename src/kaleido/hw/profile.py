@@ -13,7 +13,8 @@ JSON format (``version`` 1)::
      "label": "...", "source": "...",     # what produced it - say if it is synthetic
      "ops": {"self_attn_qk": {"stats": <ModeStats.to_dict()>,
                               "per_step": [<ModeStats.to_dict()>, ...],    # optional
-                              "axes": ["w", "t", "t"]},                    # optional: reuse axis per group
+                              "axes": ["w", "t", "t"],                     # optional: reuse axis per group
+                              "decided": 0.96, "per_step_decided": [...]}, # optional: share of rows judged
              "ffn_up": null, ...}}
 
 Build one in code with ``Profile(model, grid, {op: ModeStats}, ...)`` or
