@@ -96,3 +96,15 @@ def test_package_names_are_listed_and_reachable():
             "print(kaleido.tiny.pipeline.load_pipeline.__name__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "load_pipeline", res.stderr
+
+
+def test_a_saved_tiny_pipeline_loads_back_with_its_defaults(pipe, tmp_path):
+    from diffusers import WanPipeline
+
+    from kaleido.integrations.evaluation import load_any_pipeline
+
+    pipe.save_pretrained(str(tmp_path / "mine"), safe_serialization=True)
+    again = load_any_pipeline(str(tmp_path / "mine"))
+    assert type(again) is TinyWanPipeline
+    stock = WanPipeline.from_pretrained(str(tmp_path / "mine"))  # plain diffusers reads it as a WanPipeline
+    assert type(stock) is WanPipeline

@@ -117,7 +117,7 @@ def load_any_pipeline(model: str, device: str = "cpu", dtype: str = "fp32"):
         if not index.is_file():
             raise ValueError(f"{model!r} is a folder without model_index.json: pass a diffusers pipeline folder")
         cls = json.loads(index.read_text()).get("_class_name", "")
-        if cls == "WanPipeline":
+        if cls in ("WanPipeline", "TinyWanPipeline"):  # TinyWanPipeline: a saved load_pipeline("tiny")
             return load_pipeline(model, device=device, dtype=torch_dtype)
     elif model.count("/") != 1 or model.startswith((".", "/")):
         raise ValueError(f"model {model!r} is neither 'tiny', an existing pipeline folder, nor a hub id like 'org/name'")

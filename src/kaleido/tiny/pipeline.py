@@ -190,6 +190,9 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
     source = resolve_model(model)
     if model == "tiny":
         pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dtype))
+    elif os.path.isdir(source) and _saved_class(source) == TinyWanPipeline.__name__:
+        # a folder written by ``load_pipeline("tiny").save_pretrained(...)``: the same defaults again
+        pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dtype))
     elif os.path.isdir(source) and _is_small(source):
         pipe = from_pretrained(WanPipeline, source, **dtype_kwarg(dtype))
     else:
@@ -197,6 +200,16 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
         vae = from_pretrained(AutoencoderKLWan, source, subfolder="vae", **dtype_kwarg(torch.float32))
         pipe = from_pretrained(WanPipeline, source, vae=vae, **dtype_kwarg(dtype))
     return pipe.to(device)
+
+
+def _saved_class(folder: str) -> str:
+    """The ``_class_name`` of ``folder``'s ``model_index.json`` ("" when unreadable)."""
+    import json
+
+    try:
+        return str(json.loads((Path(folder) / "model_index.json").read_text()).get("_class_name", ""))
+    except (OSError, ValueError):
+        return ""
 
 
 def _is_small(folder: str, limit_bytes: int = 200 * 2**20) -> bool:
