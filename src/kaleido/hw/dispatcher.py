@@ -387,5 +387,6 @@ def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, 
         fold_mult = {k: np.concatenate(mults[k]) if mults[k] else np.zeros(0) for k in LEVELS}
         split = 0.0  # OS packs rows of one pattern only: no chain is split
     else:
-        raise ValueError(f"dataflow {dataflow!r}: use 'os' or 'ws'")
+        raise ValueError(f"dataflow {dataflow!r}: Kaleido's dispatcher is modelled for 'os' and 'ws' only; "
+                         "simulate reuse with one of those (a dense run takes any dataflow)")
     return DispatchResult(stream, fold_mult, col_folds, work, n_win, W, rs.source, split)
