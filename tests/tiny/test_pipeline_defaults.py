@@ -108,3 +108,16 @@ def test_a_saved_tiny_pipeline_loads_back_with_its_defaults(pipe, tmp_path):
     assert type(again) is TinyWanPipeline
     stock = WanPipeline.from_pretrained(str(tmp_path / "mine"))  # plain diffusers reads it as a WanPipeline
     assert type(stock) is WanPipeline
+
+
+def test_an_over_long_prompt_warns_once_at_the_callers_line(pipe):
+    from kaleido.integrations.evaluation import GenerationSettings, generate
+
+    long = " ".join(["a red circle"] * 6)  # 18 words + </s> > 16 tokens
+    with pytest.warns(PromptWarning, match="19 tokens but this model reads only the first 16") as rec:
+        pipe(long, num_inference_steps=1, num_frames=1, height=16, width=16, output_type="np")
+    assert len(rec) == 1 and rec[0].filename == __file__
+    with warnings.catch_warnings(record=True) as rec:  # through the harness: still once, not twice
+        warnings.simplefilter("always")
+        generate(pipe, long, 0, GenerationSettings(steps=1, frames=1, height=16, width=16, max_sequence_length=16))
+    assert len([w for w in rec if issubclass(w.category, PromptWarning)]) == 1

@@ -152,14 +152,9 @@ class TransformerTimer:
 
 def truncation_message(pipe, prompt: str, max_sequence_length: int | None) -> str | None:
     """One line when ``prompt`` has more tokens than the pipeline will keep (Wan truncates silently), else ``None``."""
-    tokenizer = getattr(pipe, "tokenizer", None)
-    if max_sequence_length is None or tokenizer is None:
-        return None
-    n = len(tokenizer(prompt).input_ids)
-    if n > max_sequence_length:
-        return (f"prompt {prompt!r} has {n} tokens but this model reads only the first {max_sequence_length} "
-                "(the rest is dropped); shorten the prompt")
-    return None
+    from kaleido.tiny.pipeline import truncation_message as message
+
+    return message(getattr(pipe, "tokenizer", None), prompt, max_sequence_length)
 
 
 def prompt_problems(pipe, prompt: str, max_sequence_length: int | None) -> list[str]:
@@ -175,7 +170,7 @@ def prompt_problems(pipe, prompt: str, max_sequence_length: int | None) -> list[
 
 def warn_if_truncated(pipe, prompt: str, max_sequence_length: int | None) -> None:
     """Warn (:class:`kaleido.tiny.pipeline.PromptWarning`) when ``prompt`` has more tokens than the pipeline
-    will keep. (Words outside the miniature model's vocabulary are warned about by its pipeline's call.)"""
+    will keep. (A ``TinyWanPipeline`` warns about this, and about words outside its vocabulary, itself.)"""
     from kaleido.tiny.pipeline import PromptWarning
 
     msg = truncation_message(pipe, prompt, max_sequence_length)
@@ -197,7 +192,10 @@ def label_progress(pipe, desc: str, progress: bool | None) -> None:
 
 def generate(pipe, prompt: str, seed: int, settings: GenerationSettings) -> tuple[np.ndarray, float, float]:
     """``(frames (F, H, W, 3) in [0, 1], pipeline seconds, transformer seconds)``."""
-    warn_if_truncated(pipe, prompt, settings.max_sequence_length)
+    from kaleido.tiny.pipeline import TinyWanPipeline
+
+    if not isinstance(pipe, TinyWanPipeline):  # that pipeline's own call warns, at its caller's line
+        warn_if_truncated(pipe, prompt, settings.max_sequence_length)
     device = getattr(pipe, "_execution_device", None) or pipe.device
     gen = torch.Generator(device=device).manual_seed(int(seed))
     timer = TransformerTimer(pipe.transformer)

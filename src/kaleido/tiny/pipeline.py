@@ -89,13 +89,25 @@ def unknown_words_message(tokenizer, prompt: str) -> str | None:
             f"use words from {vocabulary_file(tokenizer)}")
 
 
+def truncation_message(tokenizer, prompt: str, max_sequence_length: int | None) -> str | None:
+    """One line when ``prompt`` has more tokens than ``max_sequence_length`` (Wan drops the rest silently)."""
+    if max_sequence_length is None or tokenizer is None:
+        return None
+    n = len(tokenizer(prompt).input_ids)
+    if n > max_sequence_length:
+        return (f"prompt {prompt!r} has {n} tokens but this model reads only the first {max_sequence_length} "
+                "(the rest is dropped); shorten the prompt")
+    return None
+
+
 class TinyWanPipeline(WanPipeline):
     """``WanPipeline`` whose call defaults are :data:`TINY_DEMO` (``load_pipeline("tiny")`` returns one).
 
     ``pipe(prompt)`` generates 17 frames of 64x64 in 25 steps with 16 text tokens, the settings the
     miniature model was trained for (Wan 2.1's own defaults, 480x832 x 81 frames x 50 steps, would take
     hours on a CPU and are far outside what it learned). Any keyword passed overrides its default;
-    every other behaviour is ``WanPipeline``'s. Prompt words outside the vocabulary warn once per call.
+    every other behaviour is ``WanPipeline``'s. A prompt with words outside the vocabulary, or with more
+    tokens than ``max_sequence_length``, warns (:class:`PromptWarning`, at the caller's line).
     """
 
     def __call__(self, prompt=None, negative_prompt=TINY_DEMO.negative_prompt, height=TINY_DEMO.height,
@@ -103,9 +115,10 @@ class TinyWanPipeline(WanPipeline):
                  num_inference_steps=TINY_DEMO.num_inference_steps, guidance_scale=TINY_DEMO.guidance_scale, *args,
                  max_sequence_length=TINY_DEMO.max_sequence_length, **kwargs):
         for p in [prompt] if isinstance(prompt, str) else list(prompt or []):
-            msg = unknown_words_message(self.tokenizer, p)
-            if msg:
-                warnings.warn(msg, PromptWarning, stacklevel=2)
+            for msg in (unknown_words_message(self.tokenizer, p),
+                        truncation_message(self.tokenizer, p, max_sequence_length)):
+                if msg:
+                    warnings.warn(msg, PromptWarning, stacklevel=2)
         return super().__call__(prompt, negative_prompt, height, width, num_frames, num_inference_steps,
                                 guidance_scale, *args, max_sequence_length=max_sequence_length, **kwargs)
 
