@@ -185,3 +185,24 @@ def test_decide_effective_reuses_and_keeps_device_dtype():
     assert (mm.modes[4:] == int(Mode.FULL)).all() and (mm.modes[:4] == int(Mode.COMPUTE)).all()
     assert eff.dtype == torch.float16 and eff.device == A.device
     assert torch.equal(eff, torch.ones_like(A)) and not torch.equal(eff, A)
+
+
+@settings(max_examples=15, deadline=None)
+@given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
+def test_decide_effective_in_blocks_equals_in_one_go(grid, groups, cfg, seed):
+    """Deciding the grid's lines a block at a time (bounded temporaries) changes nothing."""
+    import importlib
+
+    dec = importlib.import_module("kaleido.reuse.decide")  # the module (kaleido.reuse.decide is the function)
+
+    from .strategies import correlated_rows
+
+    A = correlated_rows((2,), grid, groups.dim, seed)
+    whole = dec.decide_effective(A, grid, groups, cfg)
+    saved = dec.BLOCK_ELEMENTS
+    try:
+        dec.BLOCK_ELEMENTS = 3  # blocks of one line index
+        blocked = dec.decide_effective(A, grid, groups, cfg)
+    finally:
+        dec.BLOCK_ELEMENTS = saved
+    assert torch.equal(whole[0].modes, blocked[0].modes) and torch.equal(whole[1], blocked[1])

@@ -85,8 +85,7 @@ def decide_linear_operand(
 ) -> tuple[ModeMap, torch.Tensor]:
     """``(mode_map (..., S, G), x_eff)`` of activations ``x`` ``(..., S, C)``: the core's float path
     (:func:`kaleido.reuse.decide_effective`, which decides runs of equal chunk groups in one op)."""
-    with torch.profiler.record_function("kaleido.decide"):
-        return decide_effective(x, grid, groups, cfg)
+    return decide_effective(x, grid, groups, cfg)
 
 
 class DenseCounter:

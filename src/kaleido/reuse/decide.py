@@ -141,8 +141,16 @@ def decide_effective(
     int8 copy of ``A``, no reordering into lines, no anchor indices and no gather.  Runs
     of equal-size groups on one axis (chunk groups) are decided by one op per position.
     ``A_eff`` has ``A``'s shape, dtype, device and strides; it is ``A`` itself when no row
-    can be FULL (``theta1 == 0``).  Nothing here synchronises with the host.
+    can be FULL (``theta1 == 0``).  Nothing here synchronises with the host.  Runs inside the
+    profiler range ``kaleido.decide``.
     """
+    with torch.profiler.record_function("kaleido.decide"):
+        return _decide_effective(A, grid, groups, config)
+
+
+def _decide_effective(
+    A: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig
+) -> tuple[ModeMap, torch.Tensor]:
     if not isinstance(A, torch.Tensor) or not torch.is_floating_point(A):
         raise ValueError(
             f"decide_effective expects the float operand A, got {getattr(A, 'dtype', type(A).__name__)}"
@@ -176,37 +184,54 @@ def decide_effective(
     for g0, n, size in group_runs(groups):
         c0, c1 = groups.offsets[g0], groups.offsets[g0] + n * size
         dim = nl + Axis.parse(groups.axes[g0]).dim
-        L = grid.shape[dim - nl]
         x = spatial(A, c0, c1, n)
         xe = spatial(A_eff, c0, c1, n) if A_eff is not A else None
         s = scale[..., c0:c1].unflatten(-1, (n, size)).unsqueeze(-3).unsqueeze(-3)  # (*lead, 1, 1, 1, n, size)
-        s = s.select(dim, 0)  # broadcast against one position: (*lead, 1, 1, n, size)
         m = modes[..., grid.grid_slice, g0 : g0 + n].unflatten(-2, thw)  # (*lead, T, H, W, n)
-        t1, t2 = (config.theta1, config.theta2) if linf else (config.theta1 * size, config.theta2 * size)
-        cur_x = x.select(dim, 0)
-        # no clamp to +-QMAX: s = fl(amax / QMAX), so |x / s| <= QMAX * (1 + 2**-23) < QMAX + 0.5 and the
-        # rounding already lands in [-QMAX, QMAX] (quantize's clamp never binds either)
-        eff_q = torch.round(cur_x.to(torch.float32) / s)
-        if xe is not None:
-            xe.select(dim, 0).copy_(cur_x)
-        for p in range(1, L):
-            cur_x = x.select(dim, p)
-            cur_q = torch.round(cur_x.to(torch.float32) / s)
-            d = cur_q - eff_q
-            if linf:
-                delta = d.abs().amax(-1)
-            else:
-                delta = d.abs().sum(-1)
-            full = delta < t1
-            partial = (delta < t2) & ~full
-            if not linf:
-                partial &= (d.amax(-1) <= hi) & (d.amin(-1) >= lo)
-            m.select(dim, p).copy_(full.to(torch.uint8) * _FULL + partial.to(torch.uint8))
-            keep = full.unsqueeze(-1)
-            eff_q = torch.where(keep, eff_q, cur_q, out=eff_q)
-            if xe is not None:
-                torch.where(keep, xe.select(dim, p - 1), cur_x, out=xe.select(dim, p))
+        t = (config.theta1, config.theta2) if linf else (config.theta1 * size, config.theta2 * size)
+        # lines are independent: decide them a block at a time, so the per-position temporaries stay
+        # under BLOCK_ELEMENTS however large one position of the grid is (a real model's FFN input)
+        bdim = max((d for d in range(nl, nl + 3) if d != dim), key=lambda d: x.shape[d])
+        per_index = x.select(dim, 0).numel() // x.shape[bdim]  # one position, one index along bdim
+        step = max(1, BLOCK_ELEMENTS // max(1, per_index))
+        for b0 in range(0, x.shape[bdim], step):
+            b = min(step, x.shape[bdim] - b0)
+            _decide_block(x.narrow(bdim, b0, b), None if xe is None else xe.narrow(bdim, b0, b),
+                          m.narrow(bdim, b0, b), s, dim, t, linf, lo, hi)
     return ModeMap(modes, grid, groups, config.low_bits), A_eff
+
+
+#: elements of one position's temporaries in :func:`decide_effective` (float32: 16 MiB each)
+BLOCK_ELEMENTS = 1 << 22
+
+
+def _decide_block(x, xe, m, s, dim, thresholds, linf, lo, hi) -> None:
+    """Decide lines of ``x`` (``(*lead, T, H, W, n, size)`` view) along ``dim``; write modes into ``m`` and
+    the effective operand into ``xe`` (both views)."""
+    t1, t2 = thresholds
+    s = s.select(dim, 0)  # broadcast against one position
+    cur_x = x.select(dim, 0)
+    # no clamp to +-QMAX: s = fl(amax / QMAX), so |x / s| <= QMAX * (1 + 2**-23) < QMAX + 0.5 and the
+    # rounding already lands in [-QMAX, QMAX] (quantize's clamp never binds either).  Integers this
+    # small are exact in float32, so differences, maxima and sums below equal the int16 ones.
+    eff_q = torch.div(cur_x, s).round_()
+    d = torch.empty_like(eff_q)  # reused at every position
+    if xe is not None:
+        xe.select(dim, 0).copy_(cur_x)
+    for p in range(1, x.shape[dim]):
+        cur_x = x.select(dim, p)
+        torch.div(cur_x, s, out=d).round_().sub_(eff_q)  # d = q(x_p) - eff_q
+        d_min, d_max = torch.aminmax(d, dim=-1)  # one pass: max|d| = max(d_max, -d_min)
+        delta = torch.maximum(d_max, d_min.neg()) if linf else d.abs().sum(-1)
+        full = delta < t1
+        partial = (delta < t2) & ~full
+        if not linf:
+            partial &= (d_max <= hi) & (d_min >= lo)
+        m.select(dim, p).copy_(full.to(torch.uint8) * _FULL + partial.to(torch.uint8))
+        keep = full.unsqueeze(-1)
+        eff_q.addcmul_(d, (~keep).to(d.dtype))  # eff_q + d = q(x_p) where the row is not FULL (exact)
+        if xe is not None:
+            torch.where(keep, xe.select(dim, p - 1), cur_x, out=xe.select(dim, p))
 
 
 def anchor_index(mode_map: ModeMap) -> torch.Tensor:
