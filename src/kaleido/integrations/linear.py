@@ -6,7 +6,10 @@ Each patched ``nn.Linear`` gets a :class:`LinearReuseHook` registered in its dif
 :func:`kaleido.reuse.reuse_linear`: :func:`~kaleido.reuse.decide_effective` (quantise, decide
 and gather the effective operand in one pass), then a dense GEMM on it (rows = the tokens of ``x`` ``(B, S, C_in)``,
 chunk groups over ``C_in``) - or densely through the original forward when the op is
-off at this layer and step.
+off at this layer and step.  A down projection (more input than output features: an
+FFN's second linear, HunyuanVideo's single-stream ``proj_out``) with a large input runs tile
+by tile (:func:`kaleido.reuse.linear.linear_in_tiles`, same decisions), so the effective copy
+of the block's widest activation never exists whole.
 
 Layers that read the same activation tensor (``to_q``, ``to_k``, ``to_v`` of one
 attention; HunyuanVideo's single-stream ``proj_mlp`` too) share one decision: the
@@ -27,12 +30,16 @@ from diffusers.hooks import ModelHook
 import torch.nn.functional as F
 
 from kaleido.reuse import ChannelGroups, ModeMap, ReuseConfig, TokenGrid, decide_effective
+from kaleido.reuse.linear import linear_in_tiles
 
 from .config import OP_SWITCH_OF
 from .state import KaleidoRuntime
 
 #: name of Kaleido's hook in each patched linear layer's diffusers HookRegistry
 LINEAR_HOOK = "kaleido_linear_reuse"
+#: a down projection whose input has more elements than this runs tile by tile
+#: (:func:`kaleido.reuse.linear.linear_in_tiles`; 4 Mi elements = 16 MiB of float32 per tile)
+TILE_ELEMENTS = 1 << 22
 
 
 class LinearReuseHook(ModelHook):
@@ -65,6 +72,15 @@ class LinearReuseHook(ModelHook):
                             dim=c_in, n_cols=module.out_features, grid=grid, groups=groups,
                             low_bits=rt.low_bits(self.switch, self.layer))
             return y
+        if module.in_features > module.out_features and x.numel() > TILE_ELEMENTS:
+            # a down projection's input is the widest activation of its block: copying it whole as the
+            # effective operand would raise the forward's peak memory by that much; go tile by tile
+            tiled = linear_in_tiles(x, module.weight, module.bias, grid, groups, cfg, TILE_ELEMENTS)
+            if tiled is not None:
+                y, mode_map = tiled
+                rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
+                                n_cols=module.out_features, heads=1)
+                return y.to(x.dtype)
         cached = rt.shared_decision(x, groups, cfg)
         if cached is None:
             mode_map, x_eff = decide_linear_operand(x, grid, groups, cfg)

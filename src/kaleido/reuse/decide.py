@@ -171,34 +171,46 @@ def _decide_effective(
             A_eff[..., : grid.prefix, :] = A[..., : grid.prefix, :]
         if grid.suffix:
             A_eff[..., grid.prefix + grid.n_grid :, :] = A[..., grid.prefix + grid.n_grid :, :]
+    thw = (grid.T, grid.H, grid.W)
+    rows = A[..., grid.grid_slice, :].unflatten(-2, thw)
+    rows_eff = None if A_eff is A else A_eff[..., grid.grid_slice, :].unflatten(-2, thw)
+    decide_grid(rows, rows_eff, modes[..., grid.grid_slice, :].unflatten(-2, thw), scale.unsqueeze(-2).unsqueeze(-2),
+                groups, config)
+    return ModeMap(modes, grid, groups, config.low_bits), A_eff
+
+
+def decide_grid(
+    x: torch.Tensor, x_eff: torch.Tensor | None, modes: torch.Tensor, scale: torch.Tensor,
+    groups: ChannelGroups, config: ReuseConfig,
+) -> None:
+    """The core of :func:`decide_effective` on grid-shaped views, for callers that tile the grid.
+
+    ``x`` ``(*lead, T, H, W, K)`` float (any strides), ``x_eff`` the same shape or ``None``
+    (no effective operand wanted), ``modes`` ``(*lead, T, H, W, G)`` uint8 to write into,
+    ``scale`` :func:`~kaleido.reuse.quant.quant_scale`'s scale broadcastable to ``x``
+    (computed on the whole matrix: a tile must not rescale).  ``x``'s T/H/W extents may be
+    any sub-box of the grid that keeps every group's lines whole (e.g. all of T for t-groups).
+    """
     lo, hi = -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1
     linf = config.metric == "linf"
-    thw = (grid.T, grid.H, grid.W)
-    nl = len(lead)
-
-    def spatial(t: torch.Tensor, c0: int, c1: int, n: int) -> torch.Tensor:
-        # grid rows of channels c0:c1 as (*lead, T, H, W, n, c/n): a view, never a copy
-        return t[..., grid.grid_slice, c0:c1].unflatten(-2, thw).unflatten(-1, (n, (c1 - c0) // n))
-
-    scale = scale.expand(*lead, 1, A.shape[-1]) if scale.dim() == A.dim() else scale
+    nl = x.dim() - 4
     for g0, n, size in group_runs(groups):
         c0, c1 = groups.offsets[g0], groups.offsets[g0] + n * size
         dim = nl + Axis.parse(groups.axes[g0]).dim
-        x = spatial(A, c0, c1, n)
-        xe = spatial(A_eff, c0, c1, n) if A_eff is not A else None
-        s = scale[..., c0:c1].unflatten(-1, (n, size)).unsqueeze(-3).unsqueeze(-3)  # (*lead, 1, 1, 1, n, size)
-        m = modes[..., grid.grid_slice, g0 : g0 + n].unflatten(-2, thw)  # (*lead, T, H, W, n)
+        xr = x[..., c0:c1].unflatten(-1, (n, size))  # (*lead, T, H, W, n, size): a view
+        xe = None if x_eff is None else x_eff[..., c0:c1].unflatten(-1, (n, size))
+        s = scale[..., c0:c1].unflatten(-1, (n, size)) if scale.shape[-1] > 1 else scale.unsqueeze(-1)
+        m = modes[..., g0 : g0 + n]  # (*lead, T, H, W, n)
         t = (config.theta1, config.theta2) if linf else (config.theta1 * size, config.theta2 * size)
         # lines are independent: decide them a block at a time, so the per-position temporaries stay
         # under BLOCK_ELEMENTS however large one position of the grid is (a real model's FFN input)
-        bdim = max((d for d in range(nl, nl + 3) if d != dim), key=lambda d: x.shape[d])
-        per_index = x.select(dim, 0).numel() // x.shape[bdim]  # one position, one index along bdim
+        bdim = max((d for d in range(nl, nl + 3) if d != dim), key=lambda d: xr.shape[d])
+        per_index = xr.select(dim, 0).numel() // xr.shape[bdim]  # one position, one index along bdim
         step = max(1, BLOCK_ELEMENTS // max(1, per_index))
-        for b0 in range(0, x.shape[bdim], step):
-            b = min(step, x.shape[bdim] - b0)
-            _decide_block(x.narrow(bdim, b0, b), None if xe is None else xe.narrow(bdim, b0, b),
+        for b0 in range(0, xr.shape[bdim], step):
+            b = min(step, xr.shape[bdim] - b0)
+            _decide_block(xr.narrow(bdim, b0, b), None if xe is None else xe.narrow(bdim, b0, b),
                           m.narrow(bdim, b0, b), s, dim, t, linf, lo, hi)
-    return ModeMap(modes, grid, groups, config.low_bits), A_eff
 
 
 #: elements of one position's temporaries in :func:`decide_effective` (float32: 16 MiB each)

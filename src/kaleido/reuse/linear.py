@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 
 from .config import ReuseConfig
-from .decide import check_plain_config, decide, decide_effective
-from .grid import TokenGrid
+from .decide import check_plain_config, decide, decide_effective, decide_grid
+from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
 from .matmul import int8_matmul_from_map
 from .modes import ModeMap
 from .opcounts import OpCounts
-from .quant import quantize
+from .quant import quant_scale, quantize
 
 
 def reuse_linear(
@@ -60,3 +60,58 @@ def reuse_linear(
     mode_map, x_eff = decide_effective(x, grid, groups, config)
     y = F.linear(x_eff, weight, bias)
     return y, mode_map, mode_map.op_counts(weight.shape[0])
+
+
+def linear_in_tiles(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    grid: TokenGrid,
+    groups: ChannelGroups,
+    config: ReuseConfig,
+    tile_elements: int,
+) -> tuple[torch.Tensor, ModeMap] | None:
+    """The float path of :func:`reuse_linear` one tile of the token grid at a time, or ``None`` where it
+    cannot tile (groups on different axes, or a grid with no side across the reuse axis).
+
+    The effective operand exists only one tile at a time (at most ``tile_elements`` of
+    ``x``), instead of as a whole copy of ``x``: for a down projection (an FFN's second
+    linear, HunyuanVideo's ``proj_out``) that copy of the widest activation is what sets
+    the peak memory of the whole forward.  Tiles cut the grid across the reuse axis, so every
+    line along it stays whole and the decisions (quantised with the whole matrix's scale)
+    are the ones :func:`decide_effective` makes; each output row is computed from the same
+    effective row, by a GEMM over fewer rows.  Returns ``(y, mode_map)``.
+    """
+    axes = set(groups.axes)
+    if len(axes) != 1 or x.dim() < 2 or not torch.is_floating_point(x):
+        return None
+    check_plain_config(config)
+    grid.check_seq_len(x.shape[-2], "linear input")
+    axis_dim = Axis.parse(next(iter(axes))).dim
+    others = [d for d in range(3) if d != axis_dim]
+    tdim = max(others, key=lambda d: grid.shape[d])  # the longest side across the reuse axis
+    if grid.shape[tdim] < 2:
+        return None
+    lead = tuple(x.shape[:-2])
+    K, N = x.shape[-1], weight.shape[0]
+    scale = quant_scale(x, groups, config.granularity)  # the whole matrix's scale
+    modes = torch.zeros(*lead, grid.seq_len, len(groups), dtype=torch.uint8, device=x.device)
+    y = torch.empty(*lead, grid.seq_len, N, dtype=torch.promote_types(x.dtype, weight.dtype), device=x.device)
+    for sl in (slice(0, grid.prefix), slice(grid.prefix + grid.n_grid, grid.seq_len)):
+        if sl.stop > sl.start:  # non-grid rows compute
+            y[..., sl, :] = F.linear(x[..., sl, :], weight, bias)
+    thw = grid.shape
+    rows = x[..., grid.grid_slice, :].unflatten(-2, thw)
+    y_rows = y[..., grid.grid_slice, :].unflatten(-2, thw)
+    m_rows = modes[..., grid.grid_slice, :].unflatten(-2, thw)
+    nl = len(lead)
+    per_index = rows.numel() // grid.shape[tdim]
+    step = max(1, tile_elements // max(1, per_index))
+    s5 = scale.unsqueeze(-2).unsqueeze(-2)
+    for t0 in range(0, grid.shape[tdim], step):
+        b = min(step, grid.shape[tdim] - t0)
+        tile = rows.narrow(nl + tdim, t0, b)
+        tile_eff = torch.empty(tile.shape, dtype=x.dtype, device=x.device)  # contiguous: the GEMM's input
+        decide_grid(tile, tile_eff, m_rows.narrow(nl + tdim, t0, b), s5, groups, config)
+        y_rows.narrow(nl + tdim, t0, b).copy_(F.linear(tile_eff, weight, bias))
+    return y, ModeMap(modes, grid, groups, config.low_bits)
