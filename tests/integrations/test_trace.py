@@ -43,10 +43,44 @@ def test_round_trip(tmp_path, wan_trace):
     for a, b in zip(wan_trace.records, back.records):
         assert (a.step, a.context, a.layer, a.op, a.module, a.enabled) == (b.step, b.context, b.layer, b.op, b.module, b.enabled)
         assert np.array_equal(a.head_counts, b.head_counts)
+        assert (a.pattern_counts is None) == (b.pattern_counts is None)
+        if a.pattern_counts is not None:
+            assert np.array_equal(a.pattern_counts, b.pattern_counts)
         if a.mode_map is not None:
             assert torch.equal(a.mode_map.modes, b.mode_map.modes)
             assert a.mode_map.groups == b.mode_map.groups and a.mode_map.grid == b.mode_map.grid
     assert sum(1 for _ in back.mode_maps()) > 0
+
+
+def test_version_1_files_still_load(tmp_path, wan_trace):
+    """A version-1 trace (dense pattern histograms, int64 counts) loads to the same records as version 2."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from kaleido.integrations.trace import RECORD_COLUMNS
+
+    p = wan_trace.save(tmp_path / "v2.safetensors")
+    with safe_open(str(p), framework="pt") as f:
+        meta = json.loads(f.metadata()["kaleido_trace"])
+        t = {k: f.get_tensor(k) for k in f.keys()}
+    rec = t["records"].clone()
+    po_col = RECORD_COLUMNS.index("patterns_offset")
+    dense, off = [], 0
+    for i, r in enumerate(wan_trace.records):
+        if r.pattern_counts is not None:
+            rec[i, po_col] = off
+            dense.append(torch.from_numpy(np.asarray(r.pattern_counts, dtype=np.int64)))
+            off += len(r.pattern_counts)
+    v1 = dict(t, records=rec, head_counts=t["head_counts"].to(torch.int64), pattern_counts=torch.cat(dense))
+    meta["format_version"] = 1
+    save_file(v1, str(tmp_path / "v1.safetensors"), metadata={"kaleido_trace": json.dumps(meta)})
+    back = ReuseTrace.load(tmp_path / "v1.safetensors")
+    assert back.summary() == wan_trace.summary()
+    for a, b in zip(wan_trace.records, back.records):
+        assert (a.pattern_counts is None) == (b.pattern_counts is None)
+        if a.pattern_counts is not None:
+            assert np.array_equal(a.pattern_counts, b.pattern_counts)
+    assert p.stat().st_size < (tmp_path / "v1.safetensors").stat().st_size  # sparse patterns, int32 counts
 
 
 def test_aggregation_is_consistent(wan_trace):
@@ -96,7 +130,7 @@ def test_truncated_other_model_bad_version(tmp_path, wan_trace):
     save_file(tensors, str(tmp_path / "plain.safetensors"))
     with pytest.raises(ValueError, match="not a Kaleido trace"):
         ReuseTrace.load(tmp_path / "plain.safetensors")
-    meta["format_version"] = 1
+    meta["format_version"] = 2
     bad = dict(tensors)
     bad["head_counts"] = bad["head_counts"][:-5].clone()
     save_file(bad, str(tmp_path / "short.safetensors"), metadata={"kaleido_trace": json.dumps(meta)})

@@ -30,7 +30,10 @@ from kaleido.reuse.opcounts import OpCounts
 from .config import OP_SWITCH_OF
 
 TRACE_FORMAT = "kaleido-reuse-trace"
-TRACE_FORMAT_VERSION = 1
+#: version 2 stores each row-pattern histogram sparsely (``[nnz, bins..., counts...]``) and the head
+#: counts as int32 where they fit (int64 otherwise); version 1 files (dense histograms, int64) still load
+TRACE_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 #: Op name of GEMMs Kaleido never reuses (text tokens, embeddings, other linears).
 DENSE_OP = "dense"
 #: Columns of the ``records`` table, in order.
@@ -359,10 +362,12 @@ class ReuseTrace:
             layout = {"groups": r.groups.to_dict(), "low_bits": int(r.low_bits)}
             hc = np.ascontiguousarray(r.head_counts, dtype=np.int64).reshape(-1)
             p_here = -1
-            if r.pattern_counts is not None:
+            if r.pattern_counts is not None:  # sparse: most of the 3**G row patterns never occur
+                pc = np.asarray(r.pattern_counts, dtype=np.int64)
+                nz = np.flatnonzero(pc)
                 p_here = p_off
-                patterns.append(np.asarray(r.pattern_counts, dtype=np.int64))
-                p_off += len(r.pattern_counts)
+                patterns.append(np.concatenate([[nz.size], nz, pc[nz]]).astype(np.int64))
+                p_off += 1 + 2 * nz.size
             m_here = -1
             if r.mode_map is not None:
                 packed = r.mode_map.pack()
@@ -376,9 +381,12 @@ class ReuseTrace:
             ])
             counts.append(hc)
             c_off += hc.size
+        hc_all = np.concatenate(counts) if counts else np.zeros(0, np.int64)
+        if hc_all.size == 0 or hc_all.max() <= np.iinfo(np.int32).max:
+            hc_all = hc_all.astype(np.int32)  # half the bytes; rows x batch per head fits int32 on any real grid
         tensors = {
             "records": torch.tensor(rows, dtype=torch.int64).reshape(-1, len(RECORD_COLUMNS)),
-            "head_counts": torch.from_numpy(np.concatenate(counts) if counts else np.zeros(0, np.int64)),
+            "head_counts": torch.from_numpy(hc_all),
             "pattern_counts": torch.from_numpy(np.concatenate(patterns) if patterns else np.zeros(0, np.int64)),
             "mode_maps": torch.cat(maps) if maps else torch.zeros(0, dtype=torch.uint8),
         }
@@ -430,10 +438,10 @@ class ReuseTrace:
             raise ValueError(f"trace {str(path)!r}: metadata JSON is corrupt ({e})") from None
         if meta.get("format") != TRACE_FORMAT:
             raise ValueError(f"trace {str(path)!r}: format {meta.get('format')!r} is not {TRACE_FORMAT!r}")
-        if meta.get("format_version") != TRACE_FORMAT_VERSION:
+        if meta.get("format_version") not in READABLE_VERSIONS:
             raise ValueError(
                 f"trace {str(path)!r}: format version {meta.get('format_version')!r} is not supported "
-                f"(this Kaleido reads version {TRACE_FORMAT_VERSION}); re-record it with this version"
+                f"(this Kaleido reads versions {', '.join(map(str, READABLE_VERSIONS))}); re-record it with this version"
             )
         if expected_model_class is not None and meta.get("model_class") != expected_model_class:
             raise ValueError(
@@ -464,11 +472,14 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
     def bad(msg: str) -> ValueError:
         return ValueError(f"trace {where!r} is corrupt: {msg}; record the trace again")
 
-    for k, dt in (("records", torch.int64), ("head_counts", torch.int64), ("pattern_counts", torch.int64), ("mode_maps", torch.uint8)):
+    version = meta.get("format_version", TRACE_FORMAT_VERSION)
+    count_dtypes = (torch.int64,) if version == 1 else (torch.int32, torch.int64)
+    for k, dts in (("records", (torch.int64,)), ("head_counts", count_dtypes), ("pattern_counts", (torch.int64,)),
+                   ("mode_maps", (torch.uint8,))):
         if k not in t:
             raise bad(f"tensor {k!r} is missing")
-        if t[k].dtype != dt:
-            raise bad(f"tensor {k!r} has dtype {t[k].dtype}, expected {dt}")
+        if t[k].dtype not in dts:
+            raise bad(f"tensor {k!r} has dtype {t[k].dtype}, expected {' or '.join(str(d) for d in dts)}")
     if list(meta.get("record_columns", [])) != list(RECORD_COLUMNS):
         raise bad(f"record columns {meta.get('record_columns')} differ from {list(RECORD_COLUMNS)}")
     rec = t["records"]
@@ -481,7 +492,7 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
     except (KeyError, TypeError, ValueError) as e:
         raise bad(f"metadata tables are incomplete ({e})") from None
     decisions = _decisions_from_table(t, meta, len(rec), bad)
-    hc_all = t["head_counts"].numpy()
+    hc_all = t["head_counts"].numpy().astype(np.int64)
     pc_all = t["pattern_counts"].numpy()
     maps_all = t["mode_maps"]
     out = []
@@ -503,10 +514,9 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
             raise bad(f"record {i} ({op}, layer {r['layer']}): head counts do not add up to batch x rows")
         pc = None
         if r["patterns_offset"] >= 0:
-            po, pn = r["patterns_offset"], 3**G
-            if po + pn > pc_all.size:
-                raise bad(f"record {i}: pattern counts lie outside the stored table")
-            pc = pc_all[po : po + pn].copy()
+            pc = _pattern_counts(pc_all, r["patterns_offset"], 3**G, version, lambda m: bad(f"record {i}: {m}"))
+            if int(pc.sum()) != r["batch"] * r["heads"] * r["rows"]:
+                raise bad(f"record {i} ({op}, layer {r['layer']}): pattern counts do not add up to batch x heads x rows")
         mm = None
         if r["map_offset"] >= 0:
             shape = (r["batch"], r["heads"], r["rows"], G)
@@ -530,6 +540,25 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
                 enabled=bool(r["enabled"]), head_counts=hc, pattern_counts=pc, mode_map=mm, decision=dec,
             )
         )
+    return out
+
+
+def _pattern_counts(table: np.ndarray, off: int, n_bins: int, version: int, bad) -> np.ndarray:
+    """One record's dense ``(3**G,)`` histogram: stored whole (version 1) or as ``[nnz, bins, counts]`` (2)."""
+    if version == 1:
+        if off + n_bins > table.size:
+            raise bad("pattern counts lie outside the stored table")
+        return table[off : off + n_bins].copy()
+    if off >= table.size:
+        raise bad("pattern counts lie outside the stored table")
+    nnz = int(table[off])
+    if nnz < 0 or off + 1 + 2 * nnz > table.size:
+        raise bad("pattern counts lie outside the stored table")
+    bins, vals = table[off + 1 : off + 1 + nnz], table[off + 1 + nnz : off + 1 + 2 * nnz]
+    if (bins < 0).any() or (bins >= n_bins).any() or (vals < 0).any():
+        raise bad("pattern counts hold a bin outside 0..3**G-1 or a negative count")
+    out = np.zeros(n_bins, dtype=np.int64)
+    out[bins] = vals
     return out
 
 
