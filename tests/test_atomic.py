@@ -169,8 +169,6 @@ def test_no_result_writer_bypasses_the_helper():
                         r"|\bsave_file\([^)]*str\((?!tmp\))|av\.open\([^)]*mode=['\"]w")
     # not converted yet (owned elsewhere), each with why it is allowed for now
     allowed = {
-        "hw/report.py": "simulator outputs: JSON, CSV and plots, to be moved onto kaleido.atomic",
-        "hw/profile.py": "profile JSON, to be moved onto kaleido.atomic",
         "tiny/build.py": "vocab.txt inside a folder written by save_pretrained (the folder is not atomic anyway)",
         "atomic.py": "the helper itself",
     }

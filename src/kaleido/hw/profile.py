@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kaleido.atomic import write_atomic
 from kaleido.reuse import ModeMap, ModeStats
 
 from .workloads import OP_KINDS, Workload
@@ -230,7 +231,7 @@ class Profile:
                 "ops": {k: (None if v is None else v.to_dict()) for k, v in self.ops.items()}}
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        write_atomic(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "profile") -> "Profile":

@@ -9,6 +9,8 @@ import csv
 import json
 from pathlib import Path
 
+from kaleido.atomic import open_atomic, write_atomic
+
 from .dispatcher import LEVELS
 from .simulate import DESIGN_LEVEL, SimResult
 
@@ -85,13 +87,13 @@ def print_report(r: SimResult, console=None) -> None:
 def write_json(results: dict[str, SimResult], path: Path, full: bool = False) -> None:
     data = {name: (r.to_dict() if full else {k: v for k, v in r.to_dict().items() if k != "gemms"})
             for name, r in results.items()}
-    Path(path).write_text(json.dumps(data, indent=1, default=float))
+    write_atomic(path, json.dumps(data, indent=1, default=float))
 
 
 def write_csv(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     summ = out_dir / "summary.csv"
-    with summ.open("w", newline="") as f:
+    with open_atomic(summ, newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["workload", "kaleido_s", "dense_array_s", "a100_s", "speedup_vs_dense", "speedup_vs_a100_raw",
                      "speedup_vs_a100_iso_peak", "energy_kaleido_j", "energy_dense_j", "energy_a100_j",
@@ -104,7 +106,7 @@ def write_csv(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
                          s["energy_savings"]["vs_dense_array"], s["energy_savings"]["vs_a100"]]
                         + [s["utilisation"][lv] for lv in ("dense_array", *LEVELS)])
     per_op = out_dir / "per_op.csv"
-    with per_op.open("w", newline="") as f:
+    with open_atomic(per_op, newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["workload", "op", "macs", "mac8", "mac_low", "skipped", "dense_cycles", "kaleido_cycles",
                      "speedup_vs_dense", "a100_s"])
@@ -142,7 +144,8 @@ def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
     ax.legend()
     fig.tight_layout()
     files.append(out_dir / "speedup_per_workload.png")
-    fig.savefig(files[-1], dpi=120)
+    with open_atomic(files[-1], "wb") as f:
+        fig.savefig(f, format="png", dpi=120)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(names)), 4))
@@ -157,7 +160,8 @@ def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
     ax.legend(fontsize=8)
     fig.tight_layout()
     files.append(out_dir / "utilisation.png")
-    fig.savefig(files[-1], dpi=120)
+    with open_atomic(files[-1], "wb") as f:
+        fig.savefig(f, format="png", dpi=120)
     plt.close(fig)
 
     models = sorted({n.rsplit("-", 1)[0] for n in names if n.endswith(("480p", "720p"))})
@@ -172,6 +176,7 @@ def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
         ax.legend(fontsize=8)
         fig.tight_layout()
         files.append(out_dir / "trend_480p_720p.png")
-        fig.savefig(files[-1], dpi=120)
+        with open_atomic(files[-1], "wb") as f:
+            fig.savefig(f, format="png", dpi=120)
         plt.close(fig)
     return files
