@@ -66,7 +66,8 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
                    "documented rule (docs/hardware.md §8), said in one line.")
 @click.option("--array", "array", default="128x128", show_default=True, help="PE array RxC.")
 @click.option("--clock", "clock", type=float, default=1.0, show_default=True, help="clock in GHz (an assumption).")
-@click.option("--dataflow", type=click.Choice(["ws", "os"]), default="ws", show_default=True)
+@click.option("--dataflow", type=click.Choice(["ws", "os", "is"]), default="ws", show_default=True,
+              help="weight-, output- or input-stationary (is: dense runs only; the dispatcher is modelled for ws/os).")
 @click.option("--timing", type=click.Choice(["default", "scalesim_compat"]), default="default", show_default=True)
 @click.option("--steps", type=int, default=None, help="denoising steps (default: the model's).")
 @click.option("--buffers", default="1536,1536,512", show_default=True,
@@ -74,10 +75,16 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
 @click.option("--dram-gbps", type=float, default=256.0, show_default=True, help="accelerator DRAM bandwidth.")
 @click.option("--static-w", type=float, default=0.0, show_default=True, help="accelerator static power (W).")
 @click.option("--a100-precision", type=click.Choice(["bf16", "int8"]), default="bf16", show_default=True)
+@click.option("--anchor-pricing", type=click.Choice(["mapped", "register", "sram_1m"]), default="mapped",
+              show_default=True, help="where FULL/PARTIAL reference partials are read from: as the stream order "
+              "places them (register one row back, else an SRAM store), always a PE register, or a 1 MB SRAM "
+              "(docs/hardware.md §9b).")
+@click.option("--no-complementary-pairs", "no_pairs", is_flag=True,
+              help="the WS matcher pairs only rows reusing the same groups (no split partial-sum chains).")
 @click.option("--out", "out", type=click.Path(file_okay=False), help="directory for result.json, CSVs and plots.")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables.")
 def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, buffers, dram_gbps, static_w,
-             a100_precision, out, as_json):
+             a100_precision, anchor_pricing, no_pairs, out, as_json):
     """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
     from kaleido.hw.config import ArrayConfig, BufferConfig, parse_array
     from kaleido.hw.energy import EnergyTable
@@ -118,7 +125,8 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
         results = {}
         for wl in wls:
             # as measured where model and grid match; carried by the documented rule where they do not
-            res = run(wl, prof, cfg, energy=energy, a100=a100, transfer=True)
+            res = run(wl, prof, cfg, energy=energy, a100=a100, transfer=True, anchor_pricing=anchor_pricing,
+                      complementary=not no_pairs)
             res.notes[:0] = notes
             if prof is not None and "SYNTHETIC" in prof.label:
                 res.notes.append("the reuse statistics come from SYNTHETIC data (see the profile's label)")
