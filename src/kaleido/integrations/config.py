@@ -359,7 +359,14 @@ class KaleidoConfig:
         try:
             d = yaml.safe_load(text)
         except yaml.YAMLError as e:
-            raise ValueError(f"KaleidoConfig YAML does not parse: {e}") from None
+            # one line: what the parser expected and where (PyYAML's own message spans several lines)
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            what = " ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+            raise ValueError(
+                f"KaleidoConfig YAML does not parse{where}: {what or type(e).__name__}; fix the YAML there "
+                "(e.g. a missing closing brace or a tab for indentation)"
+            ) from None
         return cls.from_dict(d or {})
 
     def save(self, path: str | Path) -> Path:
