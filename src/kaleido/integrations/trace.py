@@ -30,8 +30,8 @@ from kaleido.reuse.opcounts import OpCounts
 from .config import OP_SWITCH_OF
 
 TRACE_FORMAT = "kaleido-reuse-trace"
-#: version 2 stores each row-pattern histogram sparsely (``[nnz, bins..., counts...]``) and the head
-#: counts as int32 where they fit (int64 otherwise); version 1 files (dense histograms, int64) still load
+#: version 2 stores each row-pattern histogram sparsely (``[nnz, bins..., counts...]``) and the head and
+#: pattern counts as int32 where they fit (int64 otherwise); version 1 files (dense, int64) still load
 TRACE_FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 #: Op name of GEMMs Kaleido never reuses (text tokens, embeddings, other linears).
@@ -381,13 +381,12 @@ class ReuseTrace:
             ])
             counts.append(hc)
             c_off += hc.size
-        hc_all = np.concatenate(counts) if counts else np.zeros(0, np.int64)
-        if hc_all.size == 0 or hc_all.max() <= np.iinfo(np.int32).max:
-            hc_all = hc_all.astype(np.int32)  # half the bytes; rows x batch per head fits int32 on any real grid
+        hc_all = _narrow(np.concatenate(counts) if counts else np.zeros(0, np.int64))
+        pc_all = _narrow(np.concatenate(patterns) if patterns else np.zeros(0, np.int64))
         tensors = {
             "records": torch.tensor(rows, dtype=torch.int64).reshape(-1, len(RECORD_COLUMNS)),
             "head_counts": torch.from_numpy(hc_all),
-            "pattern_counts": torch.from_numpy(np.concatenate(patterns) if patterns else np.zeros(0, np.int64)),
+            "pattern_counts": torch.from_numpy(pc_all),
             "mode_maps": torch.cat(maps) if maps else torch.zeros(0, dtype=torch.uint8),
         }
         if decisions:
@@ -474,7 +473,7 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
 
     version = meta.get("format_version", TRACE_FORMAT_VERSION)
     count_dtypes = (torch.int64,) if version == 1 else (torch.int32, torch.int64)
-    for k, dts in (("records", (torch.int64,)), ("head_counts", count_dtypes), ("pattern_counts", (torch.int64,)),
+    for k, dts in (("records", (torch.int64,)), ("head_counts", count_dtypes), ("pattern_counts", count_dtypes),
                    ("mode_maps", (torch.uint8,))):
         if k not in t:
             raise bad(f"tensor {k!r} is missing")
@@ -493,7 +492,7 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
         raise bad(f"metadata tables are incomplete ({e})") from None
     decisions = _decisions_from_table(t, meta, len(rec), bad)
     hc_all = t["head_counts"].numpy().astype(np.int64)
-    pc_all = t["pattern_counts"].numpy()
+    pc_all = t["pattern_counts"].numpy().astype(np.int64)
     maps_all = t["mode_maps"]
     out = []
     for i, row in enumerate(rec.tolist()):
@@ -541,6 +540,11 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
             )
         )
     return out
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """int32 when every value fits (half the bytes: rows x batch per head does on any real grid), else int64."""
+    return a.astype(np.int32) if a.size == 0 or a.max() <= np.iinfo(np.int32).max else a.astype(np.int64)
 
 
 def _pattern_counts(table: np.ndarray, off: int, n_bins: int, version: int, bad) -> np.ndarray:

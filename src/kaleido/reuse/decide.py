@@ -230,7 +230,8 @@ def _decide_block(x, xe, m, s, dim, thresholds, linf, lo, hi) -> None:
     d = torch.empty_like(eff_q)  # reused at every position
     if xe is not None:
         xe.select(dim, 0).copy_(cur_x)
-    for p in range(1, x.shape[dim]):
+    last = x.shape[dim] - 1
+    for p in range(1, last + 1):
         cur_x = x.select(dim, p)
         torch.div(cur_x, s, out=d).round_().sub_(eff_q)  # d = q(x_p) - eff_q
         d_min, d_max = torch.aminmax(d, dim=-1)  # one pass: max|d| = max(d_max, -d_min)
@@ -241,7 +242,8 @@ def _decide_block(x, xe, m, s, dim, thresholds, linf, lo, hi) -> None:
             partial &= (d_max <= hi) & (d_min >= lo)
         m.select(dim, p).copy_(full.to(torch.uint8) * _FULL + partial.to(torch.uint8))
         keep = full.unsqueeze(-1)
-        eff_q.addcmul_(d, (~keep).to(d.dtype))  # eff_q + d = q(x_p) where the row is not FULL (exact)
+        if p < last:  # (the last position's effective operand is never compared against)
+            eff_q.addcmul_(d, (~keep).to(d.dtype))  # eff_q + d = q(x_p) where the row is not FULL (exact)
         if xe is not None:
             torch.where(keep, xe.select(dim, p - 1), cur_x, out=xe.select(dim, p))
 

@@ -112,6 +112,7 @@ def linear_in_tiles(
         b = min(step, grid.shape[tdim] - t0)
         tile = rows.narrow(nl + tdim, t0, b)
         tile_eff = torch.empty(tile.shape, dtype=x.dtype, device=x.device)  # contiguous: the GEMM's input
-        decide_grid(tile, tile_eff, m_rows.narrow(nl + tdim, t0, b), s5, groups, config)
+        with torch.profiler.record_function("kaleido.decide"):
+            decide_grid(tile, tile_eff, m_rows.narrow(nl + tdim, t0, b), s5, groups, config)
         y_rows.narrow(nl + tdim, t0, b).copy_(F.linear(tile_eff, weight, bias))
     return y, ModeMap(modes, grid, groups, config.low_bits)
