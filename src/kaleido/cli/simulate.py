@@ -73,7 +73,13 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
 @click.option("--buffers", default="1536,1536,512", show_default=True,
               help="ifmap,filter,ofmap SRAM sizes in KiB.")
 @click.option("--dram-gbps", type=float, default=256.0, show_default=True, help="accelerator DRAM bandwidth.")
-@click.option("--static-w", type=float, default=0.0, show_default=True, help="accelerator static power (W).")
+@click.option("--static-w", type=float, default=None,
+              help="static power of one array (W); default 0 for one array, and for a chip the stated assumption "
+                   "(0.2 x the array's full-load dynamic power, docs/hardware.md §12).")
+@click.option("--chip", "chip_name", type=click.Choice(["iso-peak-int8", "iso-peak-bf16", "iso-power", "iso-memory"]),
+              help="a chip of several arrays sharing the A100's HBM2e, on equal terms with the A100 (docs/hardware.md §12).")
+@click.option("--arrays", type=int, default=None,
+              help="a chip of this many arrays sharing one DRAM of --dram-gbps (instead of --chip).")
 @click.option("--a100-precision", type=click.Choice(["bf16", "int8"]), default="bf16", show_default=True)
 @click.option("--anchor-pricing", type=click.Choice(["mapped", "register", "sram_1m"]), default="mapped",
               show_default=True, help="where FULL/PARTIAL reference partials are read from: as the stream order "
@@ -84,8 +90,10 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
 @click.option("--out", "out", type=click.Path(file_okay=False), help="directory for result.json, CSVs and plots.")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables.")
 def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, buffers, dram_gbps, static_w,
-             a100_precision, anchor_pricing, no_pairs, out, as_json):
+             chip_name, arrays, a100_precision, anchor_pricing, no_pairs, out, as_json):
     """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
+    from kaleido.hw.chip import ChipConfig
+    from kaleido.hw.chip_presets import chip_preset
     from kaleido.hw.config import ArrayConfig, BufferConfig, parse_array
     from kaleido.hw.energy import EnergyTable
     from kaleido.hw.gpu import A100Config
@@ -114,8 +122,19 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
         except ValueError:
             raise ValueError(f"--buffers {buffers!r} must be three KiB sizes: ifmap,filter,ofmap (e.g. 1536,1536,512)") from None
         cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(*kib, dram_gbps=dram_gbps), low_bits)
-        energy = EnergyTable(static_w=static_w)
         a100 = A100Config(precision=a100_precision)
+        chip = None
+        if chip_name and arrays is not None:
+            raise ValueError("give --chip or --arrays, not both: a preset fixes the number of arrays")
+        if chip_name:
+            preset = chip_preset(chip_name, cfg, EnergyTable(), a100, static_w)
+            chip, energy = preset.chip, preset.energy
+            notes.append(f"chip {chip_name}: {chip.arrays} arrays ({preset.derivation}), shared DRAM "
+                         f"{chip.bandwidth_gbps:.0f} GB/s, static {energy.static_w:.2f} W per array")
+        else:
+            energy = EnergyTable(static_w=0.0 if static_w is None else static_w)
+            if arrays is not None:
+                chip = ChipConfig(arrays, cfg, dram_gbps=dram_gbps, name=f"{arrays} arrays")
         carried = [wl for wl in wls if prof is not None
                    and (prof.model != wl.model.name or tuple(prof.grid) != tuple(wl.grid_thw))]
         if carried and not as_json:  # with --json the carry is in each result's "notes"
@@ -125,8 +144,8 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
         results = {}
         for wl in wls:
             # as measured where model and grid match; carried by the documented rule where they do not
-            res = run(wl, prof, cfg, energy=energy, a100=a100, transfer=True, anchor_pricing=anchor_pricing,
-                      complementary=not no_pairs)
+            res = run(wl, prof, None if chip else cfg, energy=energy, a100=a100, transfer=True,
+                      anchor_pricing=anchor_pricing, complementary=not no_pairs, chip=chip)
             res.notes[:0] = notes
             if prof is not None and "SYNTHETIC" in prof.label:
                 res.notes.append("the reuse statistics come from SYNTHETIC data (see the profile's label)")

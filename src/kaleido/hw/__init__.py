@@ -4,16 +4,18 @@ Layers: :mod:`.config` (array, buffers) -> :mod:`.workloads` (published vDiT sha
 GEMMs) -> :mod:`.mapping` (folds) -> :mod:`.compute` (cycle model, SCALE-Sim compat) and
 :mod:`.kaleido_pe` (PE modes, bit-exact tile) and :mod:`.dispatcher` (scheduler +
 matcher) -> :mod:`.memory` -> :mod:`.energy` (cited table) -> :mod:`.simulate` ->
-:mod:`.report`.  Baselines: :mod:`.gpu` (A100 roofline), :mod:`.baselines` (registry).
+:mod:`.report`.  Several arrays sharing one DRAM: :mod:`.chip` (the split of each GEMM) and
+:mod:`.chip_presets` (iso-peak / iso-power / iso-memory with the A100).  Baselines: :mod:`.gpu` (A100 roofline), :mod:`.baselines` (registry).
 Reuse statistics: :mod:`.profile` (format, loader, carry-over rule),
-:mod:`.trace_adapter` (``ReuseTrace`` -> profile), :mod:`.example_profile`.
+:mod:`.trace_adapter` (``ReuseTrace`` -> profile), :mod:`.example_profile`; what the paper's
+figures would need: :mod:`.requirements`.
 """
 
 import importlib
 
 #: public name -> submodule; imported on first use so ``import kaleido.hw.compute`` stays light
 _EXPORTS = {
-    "ArrayConfig": "config", "BufferConfig": "config", "ActionCounts": "energy", "EnergyTable": "energy",
+    "ArrayConfig": "config", "BufferConfig": "config", "ChipConfig": "chip", "chip_preset": "chip_presets", "ActionCounts": "energy", "EnergyTable": "energy",
     "A100Config": "gpu", "OpProfile": "profile", "Profile": "profile", "DESIGN_LEVEL": "simulate",
     "GemmResult": "simulate", "SimResult": "simulate", "simulate": "simulate", "simulate_gemm": "simulate",
     "Gemm": "workloads", "Workload": "workloads", "get_workload": "workloads", "workload_names": "workloads",

@@ -55,6 +55,9 @@ class ActionCounts:
     ``split_psums``: extra int32 partial sums leaving a WS column at a group boundary
     because the matcher put two tokens with different used groups in one cycle (each an
     int32 add to recombine plus a 4-byte write and read);
+    ``reduction_psums``: int32 partial outputs of a GEMM split by K across the arrays of a
+    chip (:mod:`kaleido.hw.chip`), each written to and read back from the receiving array's
+    output buffer (4 + 4 bytes) and added (one int32 add);
     ``cycles``: for static energy.
     """
 
@@ -69,6 +72,7 @@ class ActionCounts:
     dram_bytes: float = 0.0
     dispatch_ops: float = 0.0
     split_psums: float = 0.0
+    reduction_psums: float = 0.0
     cycles: float = 0.0
 
     def scaled(self, k: float) -> "ActionCounts":
@@ -178,6 +182,7 @@ class EnergyTable:
             "reuse": c.reuse_reg_bytes * self.pj("reg_byte") + c.reuse_adds * self.pj("add32"),
             "anchor_sram": anchors,
             "split_chains": c.split_psums * (self.pj("add32") + 8 * self.pj("reg_byte")),
+            "chip_reduction": c.reduction_psums * (self.pj("add32") + 8 * self.sram_pj_per_byte(buffer_kib["ofmap"])),
             "sram": sram,
             "dram": c.dram_bytes * 8 * self.pj("dram_bit"),
             "dispatcher": c.dispatch_ops * self.pj("add8"),

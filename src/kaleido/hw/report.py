@@ -27,7 +27,9 @@ def summary_tables(r: SimResult):
     w = r.workload
     head = Table(title=f"{w['name']}: grid {'x'.join(map(str, w['grid_thw']))} = {w['n_video_tokens']:,} video tokens, "
                        f"{w['steps']} steps x {w['cfg_passes']} pass(es); array {r.array['rows']}x{r.array['cols']} "
-                       f"{r.array['dataflow']} @ {r.array['clock_ghz']} GHz")
+                       f"{r.array['dataflow']} @ {r.array['clock_ghz']} GHz"
+                       + ("" if r.chip is None else f"; chip {r.chip['name']}: {r.chip['arrays']} arrays sharing "
+                                                    f"{r.chip['dram_gbps']:.0f} GB/s DRAM"))
     for c in ("system", "time", "cycles", "PE utilisation", "energy (J)", "speedup of Kaleido", "energy saving of Kaleido"):
         head.add_column(c, justify="right" if c != "system" else "left")
     head.add_row("Kaleido", _fmt_time(s["time_s"]["kaleido"]), f"{s['cycles'][f'kaleido[{DESIGN_LEVEL}]']:.4g}",
@@ -40,9 +42,11 @@ def summary_tables(r: SimResult):
                  f"{s['energy_savings']['vs_a100']:.2f}x")
     head.add_row("A100 vs iso-peak Kaleido", "-", "-", "-", "-", f"{s['speedup']['vs_a100_iso_peak']:.2f}x", "-")
     nz = s["normalisation"]
-    head.caption = (f"raw: one {nz['array_peak_tops_int8']:.1f}-TOPS array vs one A100; iso-peak: Kaleido's compute "
+    who = (f"one {nz['array_peak_tops_int8']:.1f}-TOPS array" if r.chip is None else
+           f"the {r.chip['peak_tops_int8']:.0f}-TOPS chip ({r.chip['arrays']} arrays; 'dense array' = the same chip dense)")
+    head.caption = (f"raw: {who} vs one A100; iso-peak: Kaleido's compute "
                     f"time / {nz['iso_peak_factor']:.2f} (A100 {nz['a100_precision']} peak {nz['a100_peak_tops']:.0f} "
-                    "TOPS / array int8 peak), DRAM time not scaled")
+                    f"TOPS / {'array' if r.chip is None else 'chip'} int8 peak), DRAM time not scaled")
 
     en = Table(title="energy by component (J)")
     en.add_column("component")

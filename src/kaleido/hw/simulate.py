@@ -15,6 +15,7 @@ import numpy as np
 
 from kaleido.reuse import Mode, ModeStats
 
+from .chip import ChipConfig, GemmSplit, split_gemm
 from .compute import dense_cycles, folded_cycles
 from .config import ArrayConfig
 from .dispatcher import LEVELS, RowStats, dispatch
@@ -24,7 +25,7 @@ from .mapping import k_fold_pieces
 from .gpu import A100Config, a100_gemm
 from .memory import dram_bytes, sram_bytes
 from .profile import Profile
-from .workloads import Gemm, Workload
+from .workloads import ATTENTION_KINDS, Gemm, Workload
 
 DESIGN_LEVEL = "scheduler+matcher"
 
@@ -179,10 +180,22 @@ class SimResult:
     energy_table: EnergyTable
     a100: A100Config
     notes: list[str] = field(default_factory=list)
+    #: the chip the run used (``ChipConfig.to_dict()``), ``None``: one array
+    chip: dict | None = None
 
     # -- totals -------------------------------------------------------------------------
     def _clock(self) -> float:
         return self.array["clock_ghz"] * 1e9
+
+    @property
+    def arrays(self) -> int:
+        """Arrays of the chip (1 without one)."""
+        return 1 if self.chip is None else int(self.chip["arrays"])
+
+    def _dram_bw(self) -> float:
+        """DRAM bandwidth in bytes/s: the chip's shared DRAM, or the single array's."""
+        gbps = self.array["buffers"]["dram_gbps"] if self.chip is None else self.chip["dram_gbps"]
+        return gbps * 1e9
 
     def cycles(self, which: str) -> float:
         if which == "dense":
@@ -193,9 +206,10 @@ class SimResult:
         """Per GEMM ``max(compute, DRAM)`` (double-buffered transfers), summed.
 
         ``arrays``: compute time divided by that many arrays (perfect scaling) while
-        the DRAM bandwidth stays that of one array's memory - the iso-peak shortcut.
+        the DRAM bandwidth stays that of the memory - the iso-peak shortcut.  On a chip
+        the cycles are the chip's (:mod:`kaleido.hw.chip`) and the DRAM is shared.
         """
-        bw = self.array["buffers"]["dram_gbps"] * 1e9
+        bw = self._dram_bw()
         tot = 0.0
         for g in self.gemms:
             cyc = g.dense_cycles if which == "dense" else g.kaleido_cycles[which]
@@ -203,11 +217,11 @@ class SimResult:
         return tot
 
     def iso_peak_factor(self) -> float:
-        """Arrays that match the A100's peak at the precision it runs (``a100.precision``)."""
-        return self.a100.peak_ops / (2.0 * self.array["rows"] * self.array["cols"] * self._clock())
+        """Copies of this chip (or array) that match the A100's peak at the precision it runs (``a100.precision``)."""
+        return self.a100.peak_ops / (2.0 * self.array["rows"] * self.array["cols"] * self._clock() * self.arrays)
 
     def utilisation(self, which: str) -> float:
-        pes = self.array["rows"] * self.array["cols"]
+        pes = self.array["rows"] * self.array["cols"] * self.arrays
         if which == "dense":
             return sum(g.macs for g in self.gemms) / max(1.0, pes * self.cycles("dense"))
         return sum(g.work_pe_cycles for g in self.gemms) / max(1.0, pes * self.cycles(which))
@@ -221,7 +235,8 @@ class SimResult:
     def energy_pj(self, which: str) -> dict[str, float]:
         kib = {n: self.array["buffers"][f"{n}_kib"] for n in ("ifmap", "filter", "ofmap")}
         e = self.energy_table.energy_pj(self.counts(which), kib, self.array["clock_ghz"])
-        e["static"] = self.energy_table.static_w * self.time_s(which if which == "dense" else DESIGN_LEVEL) * 1e12
+        # EnergyTable.static_w is one array's (with its buffers); a chip leaks in every array
+        e["static"] = self.energy_table.static_w * self.arrays * self.time_s(which if which == "dense" else DESIGN_LEVEL) * 1e12
         return e
 
     def a100_time_s(self) -> float:
@@ -254,7 +269,7 @@ class SimResult:
         t_iso = self.time_s(DESIGN_LEVEL, arrays=iso)
         e_k, e_d = sum(self.energy_pj(DESIGN_LEVEL).values()) * 1e-12, sum(self.energy_pj("dense").values()) * 1e-12
         e_g = self.a100_energy_j()
-        return {
+        out = {
             "time_s": {"kaleido": t_k, "dense_array": t_d, "a100": t_g},
             "cycles": {"dense_array": self.cycles("dense"), **{f"kaleido[{lv}]": self.cycles(lv) for lv in LEVELS}},
             "utilisation": {"dense_array": self.utilisation("dense"), **{lv: self.utilisation(lv) for lv in LEVELS}},
@@ -270,9 +285,11 @@ class SimResult:
                 "array_peak_tops_int8": array_peak / 1e12, "a100_precision": self.a100.precision,
                 "a100_peak_tops": self.a100.peak_ops / 1e12,
                 "iso_peak_factor": iso,
-                "raw": "one Kaleido array against one A100",
-                "iso_peak": f"Kaleido's compute time divided by {iso:.2f} (A100 {self.a100.precision} peak / array "
-                            "int8 peak: that many arrays, perfect scaling assumed), DRAM time not scaled",
+                "raw": ("one Kaleido array against one A100" if self.chip is None else
+                        f"a chip of {self.arrays} Kaleido arrays ({self.chip['name']}) against one A100"),
+                "iso_peak": f"Kaleido's compute time divided by {iso:.2f} (A100 {self.a100.precision} peak / "
+                            f"{'array' if self.chip is None else 'chip'} int8 peak: that many copies, perfect "
+                            "scaling assumed), DRAM time not scaled",
             },
             "macs": {"dense": sum(g.macs for g in self.gemms), "mac8": sum(g.mac8 for g in self.gemms),
                      "mac_low": sum(g.mac_low for g in self.gemms), "skipped": sum(g.skipped for g in self.gemms)},
@@ -280,12 +297,32 @@ class SimResult:
             "dispatcher_exposed_cycles_by_level": {lv: sum(g.exposed_cycles.get(lv, 0.0) for g in self.gemms)
                                                    for lv in LEVELS},
         }
+        if self.chip is not None:
+            out["chip"] = {**{k: v for k, v in self.chip.items() if k != "array"},
+                           "vs_a100": t_g / t_k, "energy_vs_a100": e_g / e_k,
+                           "average_power_w": e_k / t_k, "dense_average_power_w": e_d / t_d,
+                           "dram_bound_share_of_time": self.dram_bound_share(DESIGN_LEVEL)}
+        return out
+
+    def dram_bound_share(self, which: str) -> float:
+        """Share of the time spent in GEMMs whose DRAM time exceeds their compute time."""
+        bw, clk = self._dram_bw(), self._clock()
+        tot = bound = 0.0
+        for g in self.gemms:
+            c = (g.dense_cycles if which == "dense" else g.kaleido_cycles[which]) / clk
+            d = g.dram_bytes / bw
+            tot += max(c, d)
+            bound += d if d > c else 0.0
+        return bound / max(tot, 1e-30)
 
     def to_dict(self) -> dict:
-        return {"workload": self.workload, "array": self.array, "profile": self.profile,
-                "a100": self.a100.to_dict(), "energy_table": self.energy_table.to_dict(),
-                "summary": self.summary(), "by_op": self.by_op(), "notes": self.notes,
-                "gemms": [g.to_dict() for g in self.gemms]}
+        d = {"workload": self.workload, "array": self.array, "profile": self.profile,
+             "a100": self.a100.to_dict(), "energy_table": self.energy_table.to_dict(),
+             "summary": self.summary(), "by_op": self.by_op(), "notes": self.notes,
+             "gemms": [g.to_dict() for g in self.gemms]}
+        if self.chip is not None:
+            d["chip"] = self.chip
+        return d
 
 
 def _anchor_plan(profile: Profile | None, wl: Workload, g: Gemm, st: ModeStats | None, cfg: ArrayConfig,
@@ -321,10 +358,58 @@ def _pv_rows(st: ModeStats | None, g: Gemm, skip: int) -> RowStats:
     return _rowstats(st, Gemm(g.op, M, g.K, g.N, g.count, g.grid_rows - skip, g.layer_kind))
 
 
+def _chip_instance(g: Gemm, split: GemmSplit, run) -> GemmResult:
+    """One instance of ``g`` on a chip: ``run(M, K, N)`` gives one array's result for a sub-GEMM.
+
+    Per unit of ``split.instances`` instances the chip takes the busiest part's cycles
+    (its rounds one after another) plus the reduction, and the sum of every array's
+    actions; DRAM bytes are the parts' less what the chip moves once
+    (``GemmSplit.shared_dram_bytes``).  With one array this is ``run(M, K, N)`` exactly.
+    """
+    inst = split.instances
+    res = [(p, run(p.M, p.K, p.N)) for p in split.parts]
+    levels = list(res[0][1].kaleido_cycles)
+
+    def crit(get):
+        vals = [get(r) * (p.rounds / inst) for p, r in res]
+        i = max(range(len(vals)), key=vals.__getitem__)
+        return vals[i], i
+
+    red = split.reduction_cycles / inst
+    k_cyc, exposed = {}, {}
+    for lv in levels:
+        v, i = crit(lambda r: r.kaleido_cycles[lv])
+        k_cyc[lv] = v + red
+        exposed[lv] = res[i][1].exposed_cycles.get(lv, 0.0) * (res[i][0].rounds / inst)
+    d_cyc = crit(lambda r: r.dense_cycles)[0] + red
+    w = [p.arrays * p.rounds / inst for p, _ in res]
+
+    def total(get):
+        return sum(wi * get(r) for wi, (_, r) in zip(w, res))
+
+    def counts(get):
+        out = get(res[0][1]).scaled(w[0])
+        for wi, (_, r) in zip(w[1:], res[1:]):
+            out = out + get(r).scaled(wi)
+        out.reduction_psums += split.reduction_psums / inst
+        return out
+
+    S = split.shared_dram_bytes
+    dram = S + total(lambda r: r.dram_bytes - S)
+    dense, kal = counts(lambda r: r.dense_counts), counts(lambda r: r.kaleido_counts)
+    dense.cycles, kal.cycles, dense.dram_bytes, kal.dram_bytes = d_cyc, k_cyc[DESIGN_LEVEL], dram, dram
+    r0 = res[0][1]
+    return GemmResult(g.op, g.M, g.K, g.N, 1.0, total(lambda r: r.macs), d_cyc, k_cyc, exposed[DESIGN_LEVEL],
+                      total(lambda r: r.work_pe_cycles), dense, kal, dram, 0.0, 0.0,
+                      total(lambda r: r.mac8), total(lambda r: r.mac_low), total(lambda r: r.skipped),
+                      r0.dispatch_model if len(res) == 1 and res[0][0].arrays == 1 else f"{r0.dispatch_model}/{split.kind}",
+                      exposed)
+
+
 def simulate(
     wl: Workload, profile: Profile | None, cfg: ArrayConfig | None = None, *,
     energy: EnergyTable | None = None, a100: A100Config | None = None, transfer: bool = False,
-    anchor_pricing: str = "mapped", complementary: bool = True,
+    anchor_pricing: str = "mapped", complementary: bool = True, chip: ChipConfig | None = None,
 ) -> SimResult:
     """Run ``wl`` with reuse statistics from ``profile`` (``None``: everything dense).
 
@@ -332,7 +417,17 @@ def simulate(
     (:data:`kaleido.hw.kaleido_pe.ANCHOR_PRICINGS`; ``mapped`` derives it from the
     stream order and the groups' reuse axes).  ``complementary``: whether the WS
     matcher may pair tokens with complementary groups (splitting partial-sum chains).
+    ``chip``: run on a chip of ``chip.arrays`` copies of ``chip.array`` sharing one DRAM,
+    each GEMM split across them by :func:`kaleido.hw.chip.split_gemm` (``cfg`` must
+    then be ``None`` or ``chip.array``); "dense array" figures are then the same chip
+    running dense.  ``ChipConfig(1, cfg)`` gives the single array's figures exactly.
     """
+    if chip is not None:
+        if not isinstance(chip, ChipConfig):
+            raise ValueError(f"chip must be a kaleido.hw.chip.ChipConfig, got {type(chip).__name__}")
+        if cfg is not None and cfg != chip.array:
+            raise ValueError("simulate: cfg and chip.array differ; pass the array only inside the ChipConfig")
+        cfg = chip.array
     cfg = cfg or ArrayConfig()
     energy = energy or EnergyTable()
     a100 = a100 or A100Config()
@@ -380,14 +475,25 @@ def simulate(
                 ff = None
                 if profile is not None and st is not None and cfg.dataflow == "os":
                     ff = profile.fold_full_for(wl, g.op, g.K, cfg.rows, transfer)
-                rs = _pv_rows(st, g, skip) if skip else _rowstats(st, g, ff)
                 video_in = g.grid_rows - skip
-                cache[ck] = (st, simulate_gemm(
-                    g.M, g.K, g.N, rs, cfg, count=1.0, op=g.op, grid_rows=g.grid_rows, dram=dram,
-                    decision_rows=dec * video_in if st is not None else 0.0,
-                    anchors=_anchor_plan(profile, wl, g, st, cfg, anchor_pricing, transfer),
-                    complementary=complementary, row_skip=skip,
-                    skip_anchors=_skip_plan(skip_axis, wl, cfg, anchor_pricing)))
+
+                def run(M, K, N, g=g, st=st, skip=skip, ff=ff, dec=dec, video_in=video_in, skip_axis=skip_axis):
+                    gs = g if (M, K, N) == (g.M, g.K, g.N) else Gemm(g.op, M, K, N, g.count, g.grid_rows, g.layer_kind)
+                    rs = _pv_rows(st, gs, skip) if skip else _rowstats(st, gs, ff)
+                    return simulate_gemm(
+                        M, K, N, rs, cfg, count=1.0, op=g.op, grid_rows=g.grid_rows,
+                        dram=dram if gs is g else dram_bytes(gs, cfg),
+                        decision_rows=dec * video_in if st is not None else 0.0,
+                        anchors=_anchor_plan(profile, wl, gs, st, cfg, anchor_pricing, transfer),
+                        complementary=complementary, row_skip=skip,
+                        skip_anchors=_skip_plan(skip_axis, wl, cfg, anchor_pricing))
+
+                if chip is None:
+                    cache[ck] = (st, run(g.M, g.K, g.N))
+                else:
+                    pv = g.op.split("_attn_")[0] + "_attn_pv" if g.op in ATTENTION_KINDS else None
+                    key_split = pv is not None and (profile is None or profile.ops.get(pv) is None)
+                    cache[ck] = (st, _chip_instance(g, split_gemm(g, wl.model.heads, chip, key_split), run))
             one = cache[ck][1]
             k = per_step * n_steps
             r = GemmResult(g.op, g.M, g.K, g.N, k, one.macs * k, one.dense_cycles * k,
@@ -403,4 +509,5 @@ def simulate(
     arr = cfg.to_dict()
     arr["anchor_pricing"] = anchor_pricing
     arr["complementary_pairs"] = complementary
-    return SimResult(wl.to_dict(), arr, prof, results, energy, a100, notes)
+    return SimResult(wl.to_dict(), arr, prof, results, energy, a100, notes,
+                     None if chip is None else chip.to_dict())
