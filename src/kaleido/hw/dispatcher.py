@@ -262,11 +262,17 @@ def _ws_window(classes, counts, pieces, n_kf, packed, marg_frac, complementary=T
     none = np.zeros(n_kf)
     matched = np.zeros(n_kf)
     split = 0.0
+    seen: dict[bytes, tuple[float, float, float]] = {}  # marginals-only folds are a function of their groups' marginals
     for kf in range(n_kf):
-        gs = np.unique(pg[pf == kf])
+        gs = pg[pf == kf]  # k_fold_pieces gives each (group, fold) once, groups in order: already unique, sorted
         if classes is None and len(gs) > 8:  # too many independent groups to enumerate: no pairing
             used = counts * (1.0 - np.prod(marg_frac[gs, Mode.FULL]))
             none[kf] = matched[kf] = used
+            continue
+        key = marg_frac[gs].tobytes() if classes is None else None
+        if key is not None and key in seen:  # e.g. a linear layer's 128-channel chunks, one per K-fold
+            none[kf], matched[kf], sp = seen[key]
+            split += sp
             continue
         if classes is None:  # marginals only: enumerate the fold's groups as independent
             size = counts
@@ -285,6 +291,8 @@ def _ws_window(classes, counts, pieces, n_kf, packed, marg_frac, complementary=T
         pairs, sp = greedy_pairing(use[used], cnt[used], complementary)
         matched[kf] = n_used - pairs
         split += sp
+        if key is not None:
+            seen[key] = (none[kf], matched[kf], sp)
     return none, matched, split
 
 
