@@ -129,7 +129,7 @@ def figure(results: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(12, 9), sharex=True)
     names = list(dict.fromkeys(r["workload"] for r in results))
     x = np.arange(len(names))
     marks = ["o", "s", "^", "v", "D"]
@@ -150,8 +150,9 @@ def figure(results: list[dict], path: str) -> None:
         ax.set_title(f"reuse {'on every op but P.V' if scope == 'all' else 'on attention q.k^T only'}: "
                      "required (markers; x at the top = unreachable) vs measured (bars)")
     axes[-1].set_xticks(x, names, rotation=45, ha="right")
-    axes[0].legend(fontsize=7, ncol=2, loc="upper left")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, ncol=3, loc="lower center")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     with open_atomic(path, "wb") as f:
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
