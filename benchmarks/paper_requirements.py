@@ -18,7 +18,8 @@ grid of 11 values (PARTIAL 0) is simulated on three machines:
 
 Each target's required share is the first grid crossing, interpolated
 (:func:`kaleido.hw.requirements.first_reaching`); "unreachable" gives the best the grid
-reached.  The same machines at PARTIAL share 1 (FULL 0, 4-bit packed) are reported too.
+reached.  The same sweep over the PARTIAL share (FULL 0, 4-bit differences, packed) gives
+the PARTIAL share each target needs.
 The measured shares are those of the shipped profile ``tiny_wan_default`` carried to the
 workload (:func:`kaleido.hw.requirements.measured_fractions`).  The figure is written
 through ``kaleido.atomic``.
@@ -96,12 +97,12 @@ def _metrics(name: str, scope: str, full: float, partial: float) -> dict[str, fl
 
 def _sweep(args) -> dict:
     name, scope = args
-    grid = [_metrics(name, scope, float(f), 0.0) for f in SHARES]
-    return {"workload": name, "scope": scope, "grid": grid, "partial_only": _metrics(name, scope, 0.0, 1.0)}
+    return {"workload": name, "scope": scope, "grid": [_metrics(name, scope, float(f), 0.0) for f in SHARES],
+            "grid_partial": [_metrics(name, scope, 0.0, float(f)) for f in SHARES]}
 
 
-def analyse(sw: dict, base: dict[str, float]) -> dict:
-    g = sw["grid"]
+def analyse(g: list[dict], base: dict[str, float]) -> dict:
+    """Each target's required share on one grid (FULL or PARTIAL)."""
 
     def col(k):
         return [x[k] for x in g]
@@ -114,13 +115,7 @@ def analyse(sw: dict, base: dict[str, float]) -> dict:
         TARGETS[3]: first_reaching(SHARES, col("iso-power/vs_a100"), PAPER["over_a100"]),
         TARGETS[4]: first_reaching(SHARES, col("iso-peak-bf16/energy_vs_a100"), PAPER["energy_vs_a100"]),
     }
-    po = sw["partial_only"]
-    partial_only = {TARGETS[0]: po["speedup_vs_dense_cycles"] / base["adaptiv"],
-                    TARGETS[1]: po["speedup_vs_dense_cycles"] / base["exion"],
-                    TARGETS[2]: po["iso-peak-bf16/vs_a100"], TARGETS[3]: po["iso-power/vs_a100"],
-                    TARGETS[4]: po["iso-peak-bf16/energy_vs_a100"]}
-    return {"required": {k: v.to_dict() | {"label": v.label()} for k, v in req.items()},
-            "partial_only_value": partial_only}
+    return {k: v.to_dict() | {"label": v.label()} for k, v in req.items()}
 
 
 def figure(results: list[dict], path: str) -> None:
@@ -174,18 +169,19 @@ def main() -> None:
     results = []
     for sw in sweeps:
         wl = get_workload(sw["workload"])
-        results.append({"workload": sw["workload"], "scope": sw["scope"], "baselines": base[sw["workload"]],
-                        "measured": measured_fractions(measured, wl, sw["scope"]), **analyse(sw, base[sw["workload"]]),
-                        "grid": sw["grid"], "shares": SHARES.tolist()})
-    print("| workload | scope | measured FULL / PARTIAL | " + " | ".join(TARGETS) + " |")
-    print("|---|---|---|" + "---|" * len(TARGETS))
-    for r in results:
-        m = r["measured"]
-        print(f"| {r['workload']} | {r['scope']} | {m['full']:.2f} / {m['partial']:.2f} | "
-              + " | ".join(r["required"][t]["label"] for t in TARGETS) + " |")
-    print("\nPARTIAL share 1 (FULL 0, 4-bit packed) reaches, per target:")
-    for r in results:
-        print(f"  {r['workload']} {r['scope']}: " + ", ".join(f"{t} {v:.2f}x" for t, v in r["partial_only_value"].items()))
+        b = base[sw["workload"]]
+        results.append({"workload": sw["workload"], "scope": sw["scope"], "baselines": b,
+                        "measured": measured_fractions(measured, wl, sw["scope"]),
+                        "required": analyse(sw["grid"], b), "required_partial": analyse(sw["grid_partial"], b),
+                        "grid": sw["grid"], "grid_partial": sw["grid_partial"], "shares": SHARES.tolist()})
+    for key, what in (("required", "FULL share needed (PARTIAL 0)"), ("required_partial", "PARTIAL share needed (FULL 0)")):
+        print(f"\n{what}:\n")
+        print("| workload | scope | measured FULL / PARTIAL | " + " | ".join(TARGETS) + " |")
+        print("|---|---|---|" + "---|" * len(TARGETS))
+        for r in results:
+            m = r["measured"]
+            print(f"| {r['workload']} | {r['scope']} | {m['full']:.2f} / {m['partial']:.2f} | "
+                  + " | ".join(r[key][t]["label"] for t in TARGETS) + " |")
     print("\nreplayed design speedups over the dense array: "
           + "; ".join(f"{n} AdapTiV {b['adaptiv']:.2f}x, EXION {b['exion']:.2f}x" for n, b in base.items()))
     if a.json:
