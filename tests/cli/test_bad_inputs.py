@@ -61,6 +61,8 @@ CASES = [
     Case("workloads", "an unknown workload", "simulate --workload sora-720p"),
     Case("workloads", "an array size that is not RxC", f"{SIM} --array big"),
     Case("workloads", "buffers that are not three sizes", f"{SIM} --buffers 64,64"),
+    Case("workloads", "a chip of no arrays", f"{SIM} --arrays 0"),
+    Case("workloads", "a chip preset and --arrays together", f"{SIM} --chip iso-power --arrays 3"),
     Case("profiles", "a profile name or file that does not exist", f"{SIM} --profile no_such_profile"),
     Case("profiles", "a profile that is not JSON", f"{SIM} --profile bad.json", {"bad.json": "{"}),
     Case("profiles", "a JSON file that is not a profile", f"{SIM} --profile other.json", {"other.json": "{\"a\": 1}"}),
