@@ -4,7 +4,7 @@
 
 Profile: the shipped MEASURED ``tiny_wan_default`` (7-bit PARTIAL multiplier, carried to
 each workload by the documented rule), pooled over its steps (``--per-step`` keeps its
-per-step statistics: the same figures within a few %, many times slower).  Array:
+per-step statistics; docs/hardware.md §12 says how far that moves the figures).  Array:
 128x128 WS at 1 GHz with the default buffers; each preset's chip shares the A100's
 HBM2e (:mod:`kaleido.hw.chip_presets`).  The A100 runs bf16 (the precision these models
 run in).  Every number is a ``kaleido.hw.simulate`` result; nothing is typed in.
