@@ -4,7 +4,7 @@
 row ``i`` and group ``g`` (reuse axis ``a(g)``, reference ``ref(i)`` the previous
 token along ``a(g)``)::
 
-    d     = A_q[i, g] - eff(ref(i), g)          # int8 units, int16 arithmetic
+    d     = A_q[i, g] - eff(ref(i), g)          # int8 units (exact integers in float32)
     Delta = max|d|   (metric "linf")  or  mean|d|  ("mean_abs")
     FULL     if Delta < theta1
     PARTIAL  if theta1 <= Delta < theta2 and every d fits in low_bits signed bits
@@ -36,7 +36,6 @@ from .modes import Mode, ModeMap
 from .quant import group_runs, quant_scale
 
 _FULL = int(Mode.FULL)
-_PARTIAL = int(Mode.PARTIAL)
 
 
 def check_plain_config(config: ReuseConfig) -> None:
@@ -53,22 +52,10 @@ def decide(A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: Re
     """FULL/PARTIAL/COMPUTE per (row, group) of the int8 operand ``A_q`` ``(..., S, K)``.
 
     ``S == grid.seq_len`` rows in sequence order, ``K == groups.dim`` channels.
-    Returns a :class:`ModeMap` of shape ``(..., S, G)``.
+    Returns a :class:`ModeMap` of shape ``(..., S, G)``.  The same loop as the float
+    path's :func:`decide_effective` (:func:`decide_grid`), on operands already quantised
+    (scale 1: the values are the int8 units themselves).
     """
-    return _decide(A_q, grid, groups, config, with_anchors=False)[0]
-
-
-def decide_with_anchors(
-    A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig
-) -> tuple[ModeMap, torch.Tensor]:
-    """:func:`decide` and :func:`anchor_index` of its map in one pass over the grid lines."""
-    mode_map, anchors = _decide(A_q, grid, groups, config, with_anchors=True)
-    return mode_map, anchors
-
-
-def _decide(
-    A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig, with_anchors: bool
-) -> tuple[ModeMap, torch.Tensor | None]:
     if not isinstance(A_q, torch.Tensor) or A_q.dtype != torch.int8:
         raise ValueError(
             f"decide expects the int8 operand A_q, got {getattr(A_q, 'dtype', type(A_q).__name__)}; "
@@ -79,55 +66,23 @@ def _decide(
     groups.check_dim(A_q.shape[-1], "operand A")
     grid.check_seq_len(A_q.shape[-2], "operand A")
     check_plain_config(config)
-
     lead = tuple(A_q.shape[:-2])
-    S, G = grid.seq_len, len(groups)
-    dev = A_q.device
-    modes = torch.zeros(*lead, S, G, dtype=torch.uint8, device=dev)
-    anchors = None
-    if with_anchors:
-        anchors = torch.arange(S, dtype=torch.int64, device=dev).view(S, 1).expand(*lead, S, G).clone()
+    modes = torch.zeros(*lead, grid.seq_len, len(groups), dtype=torch.uint8, device=A_q.device)
     if config.theta2 == 0.0:  # Delta >= 0 is never < 0: every row computes
-        return ModeMap(modes, grid, groups, config.low_bits), anchors
+        return ModeMap(modes, grid, groups, config.low_bits)
+    thw = (grid.T, grid.H, grid.W)
+    unit = torch.ones((1,) * (A_q.dim() + 2), dtype=torch.float32, device=A_q.device)
+    decide_grid(A_q[..., grid.grid_slice, :].unflatten(-2, thw), None,
+                modes[..., grid.grid_slice, :].unflatten(-2, thw), unit, groups, config)
+    return ModeMap(modes, grid, groups, config.low_bits)
 
-    lo, hi = -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1
-    linf = config.metric == "linf"
-    rows = A_q[..., grid.grid_slice, :]
-    own = torch.arange(grid.prefix, grid.prefix + grid.n_grid, dtype=torch.int64, device=dev).view(grid.n_grid, 1)
-    for g, (sl, size, axis) in enumerate(zip(groups.slices, groups.sizes, groups.axes)):
-        lines = grid.to_lines(rows[..., sl], axis).to(torch.int16)  # (L, *lead, n_lines, Kg)
-        L = lines.shape[0]
-        mode_lines = torch.zeros(lines.shape[:-1], dtype=torch.uint8, device=dev)  # position 0: COMPUTE
-        if with_anchors:
-            own_lines = grid.to_lines(own, axis)[..., 0]  # (L, n_lines)
-            anc_lines = torch.empty(lines.shape[:-1], dtype=torch.int64, device=dev)
-            anc_lines[0] = own_lines[0]
-        if linf:
-            t1, t2 = config.theta1, config.theta2
-        else:  # mean|d| < theta  <=>  sum|d| < theta * Kg (integers, no rounding of the mean)
-            t1, t2 = config.theta1 * size, config.theta2 * size
-        eff = lines[0]
-        for p in range(1, L):
-            cur = lines[p]
-            d = cur - eff
-            if linf:
-                delta = d.abs().amax(-1)
-                fits = None  # theta2 <= 2**(low_bits-1) (validated) makes every PARTIAL d fit
-            else:
-                delta = d.abs().sum(-1, dtype=torch.int32)
-                fits = (d.amax(-1) <= hi) & (d.amin(-1) >= lo)
-            full = delta < t1
-            partial = (delta < t2) & ~full
-            if fits is not None:
-                partial &= fits
-            mode_lines[p] = full.to(torch.uint8) * _FULL + partial.to(torch.uint8)
-            eff = torch.where(full.unsqueeze(-1), eff, cur)
-            if with_anchors:
-                anc_lines[p] = torch.where(full, anc_lines[p - 1], own_lines[p])
-        modes[..., grid.grid_slice, g] = grid.from_lines(mode_lines.unsqueeze(-1), axis)[..., 0]
-        if with_anchors:
-            anchors[..., grid.grid_slice, g] = grid.from_lines(anc_lines.unsqueeze(-1), axis)[..., 0]
-    return ModeMap(modes, grid, groups, config.low_bits), anchors
+
+def decide_with_anchors(
+    A_q: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig
+) -> tuple[ModeMap, torch.Tensor]:
+    """:func:`decide` and :func:`anchor_index` of its map."""
+    mode_map = decide(A_q, grid, groups, config)
+    return mode_map, anchor_index(mode_map)
 
 
 def decide_effective(
@@ -225,7 +180,7 @@ def _decide_block(x, xe, m, s, dim, thresholds, linf, lo, hi) -> None:
     cur_x = x.select(dim, 0)
     # no clamp to +-QMAX: s = fl(amax / QMAX), so |x / s| <= QMAX * (1 + 2**-23) < QMAX + 0.5 and the
     # rounding already lands in [-QMAX, QMAX] (quantize's clamp never binds either).  Integers this
-    # small are exact in float32, so differences, maxima and sums below equal the int16 ones.
+    # small are exact in float32, so differences, maxima and sums below are exact integers.
     eff_q = torch.div(cur_x, s).round_()
     d = torch.empty_like(eff_q)  # reused at every position
     if xe is not None:
