@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kaleido.integrations.linear import decide_linear_operand
-from kaleido.reuse import ChannelGroups, ReuseConfig, TokenGrid, reuse_linear
+from kaleido.reuse import ChannelGroups, ReuseConfig, TokenGrid, decide_effective, reuse_linear
 
 
 @pytest.mark.parametrize("granularity", ["group", "tensor", "head"])
@@ -21,7 +20,7 @@ def test_batched_chunks_equal_core(granularity, chunk, axes):
     cfg = ReuseConfig(3.0, 8.0, granularity=granularity)
     w, b = torch.randn(16, 32), torch.randn(16)
     y_ref, mm_ref, _ = reuse_linear(x, w, b, grid, groups, cfg)
-    mm, x_eff = decide_linear_operand(x, grid, groups, cfg)
+    mm, x_eff = decide_effective(x, grid, groups, cfg)
     assert torch.equal(mm.modes, mm_ref.modes)
     assert mm.groups == groups and mm.grid == grid
     assert (mm.modes == 2).any()  # the test exercises reuse

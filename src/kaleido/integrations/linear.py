@@ -29,7 +29,7 @@ from diffusers.hooks import ModelHook
 
 import torch.nn.functional as F
 
-from kaleido.reuse import ChannelGroups, ModeMap, ReuseConfig, TokenGrid, decide_effective
+from kaleido.reuse import decide_effective
 from kaleido.reuse.linear import linear_in_tiles
 
 from .config import OP_SWITCH_OF
@@ -74,36 +74,27 @@ class LinearReuseHook(ModelHook):
                             dim=c_in, n_cols=module.out_features, grid=grid, groups=groups,
                             low_bits=rt.low_bits(self.switch, self.layer))
             return y
+        tiled = None
         if module.in_features > module.out_features and x.numel() > TILE_ELEMENTS:
             # a down projection's input is the widest activation of its block: copying it whole as the
             # effective operand would raise the forward's peak memory by that much; go tile by tile
             tiled = linear_in_tiles(x, module.weight, module.bias, grid, groups, cfg, TILE_ELEMENTS)
-            if tiled is not None:
-                y, mode_map = tiled
-                rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
-                                n_cols=module.out_features, heads=1)
-                return y.to(x.dtype)
-        cached = rt.shared_decision(x, groups, cfg)
-        if cached is None:
-            mode_map, x_eff = decide_linear_operand(x, grid, groups, cfg)
-            rt.keep_decision(x, groups, cfg, mode_map, x_eff)
+        if tiled is not None:
+            y, mode_map = tiled
         else:
-            mode_map, x_eff = cached
-        y = F.linear(x_eff, module.weight, module.bias)
+            cached = rt.shared_decision(x, groups, cfg)
+            if cached is None:
+                mode_map, x_eff = decide_effective(x, grid, groups, cfg)
+                rt.keep_decision(x, groups, cfg, mode_map, x_eff)
+            else:
+                mode_map, x_eff = cached
+            y = F.linear(x_eff, module.weight, module.bias)
         rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
                         n_cols=module.out_features, heads=1)
         return y.to(x.dtype)
 
     def __repr__(self) -> str:
         return f"LinearReuseHook({self.name!r}, layer={self.layer}, op={self.op!r})"
-
-
-def decide_linear_operand(
-    x: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, cfg: ReuseConfig
-) -> tuple[ModeMap, torch.Tensor]:
-    """``(mode_map (..., S, G), x_eff)`` of activations ``x`` ``(..., S, C)``: the core's float path
-    (:func:`kaleido.reuse.decide_effective`, which decides runs of equal chunk groups in one op)."""
-    return decide_effective(x, grid, groups, cfg)
 
 
 class DenseCounter:
