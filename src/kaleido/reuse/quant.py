@@ -21,12 +21,21 @@ QMAX = 127
 B_GRANULARITIES = ("column", "tensor")
 
 
-def _check_finite(x: torch.Tensor, what: str) -> None:
+def _check_float(x: torch.Tensor, what: str) -> None:
     if not torch.is_floating_point(x):
         raise ValueError(f"{what} must be a floating-point tensor to quantise, got {x.dtype}")
-    if not bool(torch.isfinite(x).all()):
+
+
+def _refuse_non_finite(x: torch.Tensor, what: str, evidence: torch.Tensor) -> None:
+    """Raise if ``evidence`` (``x`` itself, or a reduction of it that NaN/inf reach) is not all finite."""
+    if not bool(torch.isfinite(evidence).all()):
         n = int((~torch.isfinite(x)).sum())
         raise ValueError(f"{what} holds {n} non-finite values (NaN/inf); reuse needs finite operands")
+
+
+def _check_finite(x: torch.Tensor, what: str) -> None:
+    _check_float(x, what)
+    _refuse_non_finite(x, what, x)
 
 
 def _scale_from_amax(amax: torch.Tensor) -> torch.Tensor:
@@ -83,8 +92,7 @@ def quant_scale(x: torch.Tensor, groups: ChannelGroups, granularity: str = "grou
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
         raise ValueError(f"quantize expects (..., S, K), got shape {tuple(getattr(x, 'shape', ()))}")
     groups.check_dim(x.shape[-1], "quantised operand")
-    if not torch.is_floating_point(x):
-        raise ValueError(f"operand A must be a floating-point tensor to quantise, got {x.dtype}")
+    _check_float(x, "operand A")
     if granularity == "group":
         parts = []
         for g0, n, size in group_runs(groups):
@@ -99,10 +107,8 @@ def quant_scale(x: torch.Tensor, groups: ChannelGroups, granularity: str = "grou
         amax = _max_abs(x, tuple(range(x.dim())))
     else:
         raise ValueError(f"unknown quantisation granularity {granularity!r}: use 'group', 'head' or 'tensor'")
-    if amax.device.type == "cpu" and not bool(torch.isfinite(amax).all()):
-        # on an accelerator this check would force a host sync per call; there NaN/inf propagate as in dense
-        n = int((~torch.isfinite(x)).sum())
-        raise ValueError(f"operand A holds {n} non-finite values (NaN/inf); reuse needs finite operands")
+    if amax.device.type == "cpu":  # on an accelerator the check would force a host sync per call; NaN/inf
+        _refuse_non_finite(x, "operand A", amax)  # propagate there as they would densely
     return _scale_from_amax(amax)
 
 
