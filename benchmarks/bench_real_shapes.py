@@ -194,10 +194,9 @@ def time_model(shape: Shape, args) -> dict:
         p = Path(d) / "t.safetensors"
         trace.save(p)
         sizes["without_maps"] = p.stat().st_size
-        model2 = model
-        kaleido.apply(model2, dataclasses.replace(cfg, record_maps=True))
-        _forward(model2, kwargs)
-        trace_maps = kaleido.remove(model2)
+        kaleido.apply(model, dataclasses.replace(cfg, record_maps=True))
+        _forward(model, kwargs)
+        trace_maps = kaleido.remove(model)
         trace_maps.save(p)
         sizes["with_maps"] = p.stat().st_size
     err = float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12))

@@ -5,8 +5,8 @@ tokens), 2 heads, batch 1, one thread; q/k/v from the demo's seeded synthetic sc
 Every timing is the median of ``--repeats`` runs, interleaved so that load from
 other processes hits all variants alike.  Printed ratios (all measured in this run):
 
-* decision / dense: quantise q + decide (with anchors) + gather of the effective q
-  (everything the float path adds before its single SDPA call); target <= 0.25;
+* decision / dense: ``decide_effective`` on q (quantise, decide and write the effective q in
+  one pass: everything the float path adds before its single SDPA call); target <= 0.25;
 * float path / dense: ``reuse_attention`` (float path) end to end; target <= 2.0;
 * int8 path / dense: ``reuse_attention(exact_int8=True)`` end to end (reported).
 
@@ -32,8 +32,7 @@ from kaleido.reuse import (  # noqa: E402
     ReuseConfig,
     TokenGrid,
     decide,
-    decide_with_anchors,
-    effective_operand,
+    decide_effective,
     quantize,
     reuse_attention,
 )
@@ -62,9 +61,7 @@ def main() -> None:
         return F.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
 
     def decision():
-        q_q, _ = quantize(qt, groups, config.granularity)
-        mm, anchors = decide_with_anchors(q_q, grid, groups, config)
-        return effective_operand(qt, mm, anchors)
+        return decide_effective(qt, grid, groups, config)[1]
 
     def decide_only():
         q_q, _ = quantize(qt, groups, config.granularity)
