@@ -52,35 +52,78 @@ def test_round_trip(tmp_path, wan_trace):
     assert sum(1 for _ in back.mode_maps()) > 0
 
 
-def test_version_1_files_still_load(tmp_path, wan_trace):
-    """A version-1 trace (dense pattern histograms, int64 counts) loads to the same records as version 2."""
+def _save_legacy(trace, path, version):
+    """``trace`` in the layout of format version 1 (dense histograms, int64) or 2 (sparse histograms, int32
+    counts with COMPUTE kept), as those versions wrote it, with this version's metadata tables."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 
     from kaleido.integrations.trace import RECORD_COLUMNS
 
-    p = wan_trace.save(tmp_path / "v2.safetensors")
+    p = trace.save(path.with_suffix(".v3.safetensors"))
     with safe_open(str(p), framework="pt") as f:
         meta = json.loads(f.metadata()["kaleido_trace"])
         t = {k: f.get_tensor(k) for k in f.keys()}
-    rec = t["records"].clone()
-    po_col = RECORD_COLUMNS.index("patterns_offset")
-    dense, off = [], 0
-    for i, r in enumerate(wan_trace.records):
+    rec = t["records"].to(torch.int64).clone()
+    co, po = RECORD_COLUMNS.index("counts_offset"), RECORD_COLUMNS.index("patterns_offset")
+    counts, patterns, c_off, p_off = [], [], 0, 0
+    for i, r in enumerate(trace.records):
+        counts.append(torch.from_numpy(np.asarray(r.head_counts, dtype=np.int64).reshape(-1)))
+        rec[i, co] = c_off
+        c_off += counts[-1].numel()
+        rec[i, po] = -1
         if r.pattern_counts is not None:
-            rec[i, po_col] = off
-            dense.append(torch.from_numpy(np.asarray(r.pattern_counts, dtype=np.int64)))
-            off += len(r.pattern_counts)
-    v1 = dict(t, records=rec, head_counts=t["head_counts"].to(torch.int64), pattern_counts=torch.cat(dense))
-    meta["format_version"] = 1
-    save_file(v1, str(tmp_path / "v1.safetensors"), metadata={"kaleido_trace": json.dumps(meta)})
-    back = ReuseTrace.load(tmp_path / "v1.safetensors")
+            pc = np.asarray(r.pattern_counts, dtype=np.int64)
+            if version == 2:
+                nz = np.flatnonzero(pc)
+                pc = np.concatenate([[nz.size], nz, pc[nz]])
+            rec[i, po] = p_off
+            patterns.append(torch.from_numpy(pc))
+            p_off += pc.size
+    dt = torch.int64 if version == 1 else torch.int32
+    old = dict(t, records=rec, head_counts=torch.cat(counts).to(dt), pattern_counts=torch.cat(patterns).to(dt))
+    meta["format_version"] = version
+    save_file(old, str(path), metadata={"kaleido_trace": json.dumps(meta)})
+    return p
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_versions_still_load(tmp_path, wan_trace, version):
+    """Version-1 (dense histograms, int64) and version-2 files (sparse, int32, COMPUTE stored) load to the
+    same records as this version's."""
+    old = tmp_path / f"v{version}.safetensors"
+    p = _save_legacy(wan_trace, old, version)
+    back = ReuseTrace.load(old)
     assert back.summary() == wan_trace.summary()
     for a, b in zip(wan_trace.records, back.records):
+        assert np.array_equal(a.head_counts, b.head_counts)
         assert (a.pattern_counts is None) == (b.pattern_counts is None)
         if a.pattern_counts is not None:
             assert np.array_equal(a.pattern_counts, b.pattern_counts)
-    assert p.stat().st_size < (tmp_path / "v1.safetensors").stat().st_size  # sparse patterns, int32 counts
+    assert p.stat().st_size < old.stat().st_size  # version 3 is smaller
+
+
+def test_all_compute_records_store_no_counts(tmp_path, wan_trace):
+    """A dense or disabled GEMM's counts follow from its shape: version 3 stores none for it, and it loads
+    back as all-COMPUTE rows with the all-COMPUTE histogram."""
+    from safetensors import safe_open
+
+    from kaleido.integrations.trace import RECORD_COLUMNS
+
+    p = wan_trace.save(tmp_path / "t.safetensors")
+    with safe_open(str(p), framework="pt") as f:
+        rec = f.get_tensor("records").to(torch.int64)
+    co = RECORD_COLUMNS.index("counts_offset")
+    dense = [i for i, r in enumerate(wan_trace.records) if not r.head_counts[..., 1:].any()]
+    assert dense
+    assert all(int(rec[i, co]) == -1 for i in dense)
+    assert all(int(rec[i, co]) >= 0 for i in range(len(rec)) if i not in dense)
+    back = ReuseTrace.load(p)
+    for i in dense:
+        r = back.records[i]
+        assert (r.head_counts[..., 0] == r.batch * r.rows).all() and not r.head_counts[..., 1:].any()
+        if r.pattern_counts is not None:
+            assert r.pattern_counts[0] == r.pattern_counts.sum() == r.batch * r.heads * r.rows
 
 
 def test_aggregation_is_consistent(wan_trace):

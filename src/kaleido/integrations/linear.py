@@ -38,10 +38,11 @@ from .state import KaleidoRuntime
 #: name of Kaleido's hook in each patched linear layer's diffusers HookRegistry
 LINEAR_HOOK = "kaleido_linear_reuse"
 #: a down projection whose input has more elements than this runs tile by tile
-#: (:func:`kaleido.reuse.linear.linear_in_tiles`; 16 Mi elements = 64 MiB of float32 per tile).  Each tile
-#: is a GEMM that streams the whole weight again, so tiles are kept large: measured on 2 CPU cores at
-#: Wan 14B's FFN (3120 x 13824 -> 5120), 3 tiles cost +11% on that GEMM, 11 tiles (4 Mi elements) +46%
-TILE_ELEMENTS = 1 << 24
+#: (:func:`kaleido.reuse.linear.linear_in_tiles`; 32 Mi elements = 128 MiB of float32 per tile, tiles
+#: balanced).  Each tile is a GEMM that streams the whole weight again, so tiles are kept large: measured
+#: on 2 CPU cores at Wan 14B's FFN (3120 x 13824 -> 5120), 3 tiles cost +11% on that GEMM, 11 tiles
+#: (4 Mi elements) +46%; at 64 MiB tiles the four real-shape models ran 2-3 tiles per down projection
+TILE_ELEMENTS = 1 << 25
 
 
 class LinearReuseHook(ModelHook):

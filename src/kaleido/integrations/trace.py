@@ -30,10 +30,12 @@ from kaleido.reuse.opcounts import OpCounts
 from .config import OP_SWITCH_OF
 
 TRACE_FORMAT = "kaleido-reuse-trace"
-#: version 2 stores each row-pattern histogram sparsely (``[nnz, bins..., counts...]``) and the head and
-#: pattern counts as int32 where they fit (int64 otherwise); version 1 files (dense, int64) still load
-TRACE_FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: version 3 stores only the PARTIAL and FULL counts of each (head, group) (COMPUTE is the rest of
+#: ``batch x rows``), none at all for an all-COMPUTE record (``counts_offset`` -1), and every table in the
+#: narrowest signed integer type its values fit; version 2 (sparse histograms, int32 counts with COMPUTE)
+#: and version 1 (dense histograms, int64) still load
+TRACE_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 #: Op name of GEMMs Kaleido never reuses (text tokens, embeddings, other linears).
 DENSE_OP = "dense"
 #: Columns of the ``records`` table, in order.
@@ -360,9 +362,12 @@ class ReuseTrace:
             if r.decision is not None:
                 decisions.append([i, *r.decision.row()])
             layout = {"groups": r.groups.to_dict(), "low_bits": int(r.low_bits)}
-            hc = np.ascontiguousarray(r.head_counts, dtype=np.int64).reshape(-1)
-            p_here = -1
-            if r.pattern_counts is not None:  # sparse: most of the 3**G row patterns never occur
+            hc = np.ascontiguousarray(r.head_counts, dtype=np.int64)
+            c_here, p_here = c_off, -1
+            if _all_compute(r):  # a dense or disabled GEMM: its counts follow from its shape
+                c_here, hc = -1, hc[..., :0]
+            hc = hc[..., int(Mode.PARTIAL):].reshape(-1)  # COMPUTE = batch x rows - PARTIAL - FULL
+            if c_here >= 0 and r.pattern_counts is not None:  # sparse: most of the 3**G row patterns never occur
                 pc = np.asarray(r.pattern_counts, dtype=np.int64)
                 nz = np.flatnonzero(pc)
                 p_here = p_off
@@ -377,20 +382,20 @@ class ReuseTrace:
             rows.append([
                 r.step, idx(contexts, r.context), r.layer, idx(ops, r.op), idx(modules, r.module), r.batch,
                 r.heads, r.rows, r.n_cols, idx(layouts, layout), idx(grids, None if r.grid is None else r.grid.to_dict()),
-                int(r.enabled), c_off, p_here, m_here,
+                int(r.enabled), c_here, p_here, m_here,
             ])
             counts.append(hc)
             c_off += hc.size
         hc_all = _narrow(np.concatenate(counts) if counts else np.zeros(0, np.int64))
         pc_all = _narrow(np.concatenate(patterns) if patterns else np.zeros(0, np.int64))
         tensors = {
-            "records": torch.tensor(rows, dtype=torch.int64).reshape(-1, len(RECORD_COLUMNS)),
+            "records": torch.from_numpy(_narrow(np.asarray(rows, dtype=np.int64).reshape(-1, len(RECORD_COLUMNS)))),
             "head_counts": torch.from_numpy(hc_all),
             "pattern_counts": torch.from_numpy(pc_all),
             "mode_maps": torch.cat(maps) if maps else torch.zeros(0, dtype=torch.uint8),
         }
         if decisions:
-            tensors["decisions"] = torch.tensor(decisions, dtype=torch.int64).reshape(-1, len(DECISION_COLUMNS))
+            tensors["decisions"] = torch.tensor(decisions, dtype=torch.int64).reshape(-1, len(DECISION_COLUMNS))  # MACs: int64
         meta = dict(self.meta)
         meta.update({
             "format": TRACE_FORMAT,
@@ -472,8 +477,9 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
         return ValueError(f"trace {where!r} is corrupt: {msg}; record the trace again")
 
     version = meta.get("format_version", TRACE_FORMAT_VERSION)
-    count_dtypes = (torch.int64,) if version == 1 else (torch.int32, torch.int64)
-    for k, dts in (("records", (torch.int64,)), ("head_counts", count_dtypes), ("pattern_counts", count_dtypes),
+    count_dtypes = {1: (torch.int64,), 2: (torch.int32, torch.int64)}.get(version, NARROW_DTYPES)
+    record_dtypes = (torch.int64,) if version in (1, 2) else NARROW_DTYPES
+    for k, dts in (("records", record_dtypes), ("head_counts", count_dtypes), ("pattern_counts", count_dtypes),
                    ("mode_maps", (torch.uint8,))):
         if k not in t:
             raise bad(f"tensor {k!r} is missing")
@@ -491,6 +497,7 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
     except (KeyError, TypeError, ValueError) as e:
         raise bad(f"metadata tables are incomplete ({e})") from None
     decisions = _decisions_from_table(t, meta, len(rec), bad)
+    rec = rec.to(torch.int64)
     hc_all = t["head_counts"].numpy().astype(np.int64)
     pc_all = t["pattern_counts"].numpy().astype(np.int64)
     maps_all = t["mode_maps"]
@@ -504,14 +511,23 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
         except IndexError:
             raise bad(f"record {i} points past the metadata tables") from None
         G = len(groups)
-        n = r["heads"] * G * 3
+        per_row = 3 if version < 3 else 2  # version 3 keeps (PARTIAL, FULL); COMPUTE is the rest
+        n = r["heads"] * G * per_row
         off = r["counts_offset"]
-        if off < 0 or off + n > hc_all.size:
+        pc = None
+        if off == -1 and version >= 3:  # an all-COMPUTE record
+            hc, pc = dense_counts(r["batch"], r["heads"], r["rows"], G)
+            if r["patterns_offset"] != -1:
+                raise bad(f"record {i}: an all-COMPUTE record with stored pattern counts")
+        elif off < 0 or off + n > hc_all.size:
             raise bad(f"record {i}: head counts [{off}, {off + n}) lie outside the {hc_all.size} stored")
-        hc = hc_all[off : off + n].reshape(r["heads"], G, 3).copy()
+        else:
+            hc = hc_all[off : off + n].reshape(r["heads"], G, per_row)
+            if per_row == 2:
+                hc = np.concatenate([r["batch"] * r["rows"] - hc.sum(axis=2, keepdims=True), hc], axis=2)
+            hc = hc.copy()
         if (hc < 0).any() or not (hc.sum(axis=2) == r["batch"] * r["rows"]).all():
             raise bad(f"record {i} ({op}, layer {r['layer']}): head counts do not add up to batch x rows")
-        pc = None
         if r["patterns_offset"] >= 0:
             pc = _pattern_counts(pc_all, r["patterns_offset"], 3**G, version, lambda m: bad(f"record {i}: {m}"))
             if int(pc.sum()) != r["batch"] * r["heads"] * r["rows"]:
@@ -542,9 +558,32 @@ def _records_from_tables(t: dict[str, torch.Tensor], meta: dict, where: str) -> 
     return out
 
 
+#: the integer types a version-3 table may be stored in (the narrowest its values fit)
+NARROW_DTYPES = (torch.int16, torch.int32, torch.int64)
+
+
 def _narrow(a: np.ndarray) -> np.ndarray:
-    """int32 when every value fits (half the bytes: rows x batch per head does on any real grid), else int64."""
-    return a.astype(np.int32) if a.size == 0 or a.max() <= np.iinfo(np.int32).max else a.astype(np.int64)
+    """``a`` in the narrowest of int16 / int32 / int64 that holds every value (counts of ``rows x batch``
+    fit int16 up to 32,767 rows: Wan 2.1 480p's 32,760 tokens do)."""
+    if a.size == 0:
+        return a.astype(np.int16)
+    lo, hi = int(a.min()), int(a.max())
+    for dt in (np.int16, np.int32):
+        if np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
+            return a.astype(dt)
+    return a.astype(np.int64)
+
+
+def _all_compute(r: TraceRecord) -> bool:
+    """Counts and histogram are those of :func:`dense_counts` (nothing to store)."""
+    hc = r.head_counts
+    if r.mode_map is not None or hc[..., int(Mode.PARTIAL):].any():
+        return False
+    G = len(r.groups)
+    pc = r.pattern_counts
+    if (pc is None) != (G > MAX_PATTERN_GROUPS):
+        return False
+    return pc is None or (int(pc[0]) == int(np.asarray(pc).sum()))
 
 
 def _pattern_counts(table: np.ndarray, off: int, n_bins: int, version: int, bad) -> np.ndarray:

@@ -106,7 +106,8 @@ def linear_in_tiles(
     m_rows = modes[..., grid.grid_slice, :].unflatten(-2, thw)
     nl = len(lead)
     per_index = rows.numel() // grid.shape[tdim]
-    step = max(1, tile_elements // max(1, per_index))
+    n_tiles = -(-grid.shape[tdim] // max(1, tile_elements // max(1, per_index)))
+    step = -(-grid.shape[tdim] // n_tiles)  # balanced: no small last tile costing a whole weight stream
     s5 = scale.unsqueeze(-2).unsqueeze(-2)
     for t0 in range(0, grid.shape[tdim], step):
         b = min(step, grid.shape[tdim] - t0)
