@@ -26,7 +26,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from kaleido.cli.demo import synthetic_qkv  # noqa: E402
 from kaleido.reuse import (  # noqa: E402
     ChannelGroups,
     ReuseConfig,
@@ -36,6 +35,7 @@ from kaleido.reuse import (  # noqa: E402
     quantize,
     reuse_attention,
 )
+from kaleido.reuse.example import synthetic_qkv  # noqa: E402
 
 
 def main() -> None:

@@ -13,14 +13,12 @@ reuse axes, thresholds, dense warm-up steps and per-layer settings for the targe
 config and the base thresholds scaled to the target on HELD-OUT prompts (``--heldout
 FILE``, else the second half of ``--prompts``).  Writes the config and a JSON report
 with the search trace and the held-out results; a missed target is reported with its
-shortfall, never hidden.
+shortfall, never hidden.  Both runs are :mod:`kaleido.calibration`'s.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import click
 
@@ -90,9 +88,10 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
 
 
 def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype):
+    from kaleido.calibration import calibrate_axes_on_prompts
     from kaleido.cli._pipeline import load_pipeline_arg
-    from kaleido.integrations.calibrate import calibrate_axes
-    from kaleido.integrations.evaluation import CALIBRATION_PROMPTS, generate, settings_for
+    from kaleido.cli._prompts import echo_prompt_problems
+    from kaleido.integrations.evaluation import CALIBRATION_PROMPTS, settings_for
     from kaleido.integrations.prompts import read_prompts
 
     n = _builtin_count(prompts_arg)
@@ -110,31 +109,19 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
-    from kaleido.cli._prompts import echo_prompt_problems
-
     echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
-
-    def run():
-        for p in prompts:
-            generate(pipe, p, seed, settings)
-
     try:
-        cfg, table = calibrate_axes(pipe.transformer, run, base)
+        res = calibrate_axes_on_prompts(pipe, prompts, seed, settings, base)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    out = Path(out_path)
-    cfg.save(out)
-    from kaleido.atomic import write_atomic
-
-    write_atomic(out.parent / "calibration.json", json.dumps({"prompts": prompts, "seed": seed,
-                                                             "saved_fraction": table}, indent=1))
-    for sw, per_layer in table.items():
-        chosen = {layer: max(v, key=v.get) for layer, v in per_layer.items()}
+    res.save(out_path)
+    for sw, chosen in res.chosen_axes().items():
         click.echo(f"{sw}: " + ", ".join(f"layer {k} -> {a}" for k, a in sorted(chosen.items(), key=lambda kv: int(kv[0]))))
-    click.echo(f"-> {out}")
+    click.echo(f"-> {out_path}")
 
 
-def _split_prompts(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
+def _read_prompt_sets(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
+    from kaleido.calibration import split_prompts
     from kaleido.integrations.prompts import read_prompts
 
     if prompts_arg is None:
@@ -147,32 +134,25 @@ def _split_prompts(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
         prompts = read_prompts(prompts_arg)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--prompts") from None
+    heldout = None
     if heldout_path:
         try:
             heldout = read_prompts(heldout_path)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--heldout") from None
-        calib = prompts
-    else:
-        if len(prompts) < 2:
-            raise click.BadParameter(f"{prompts_arg!r} holds {len(prompts)} prompt: give at least 2 (the second half "
-                                     "is held out) or a --heldout FILE", param_hint="--prompts")
-        k = (len(prompts) + 1) // 2
-        calib, heldout = prompts[:k], prompts[k:]
-    both = sorted(set(calib) & set(heldout))
-    if both:
-        raise click.BadParameter(f"prompts {both} are both calibration and held-out prompts; keep the two sets "
-                                 "disjoint", param_hint="--heldout")
-    return calib, heldout
+    try:
+        return split_prompts(prompts, heldout)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--heldout" if heldout_path else "--prompts") from None
 
 
 def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of, margin,
                       heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype):
-    from kaleido.characterize import Characterization, characterize_runs
+    from kaleido.calibration import calibrate_to_target_on_prompts
     from kaleido.cli._pipeline import load_pipeline_arg
-    from kaleido.integrations.calibrate_target import Target, calibrate_to_target, measure_runs, save_json
-    from kaleido.integrations.evaluation import dense_runs, kaleido_runs, settings_for
-    from kaleido.integrations.registry import adapter_for
+    from kaleido.cli._prompts import echo_prompt_problems
+    from kaleido.integrations.calibrate_target import Target
+    from kaleido.integrations.evaluation import settings_for
 
     kind, value = ("psnr", target_psnr) if target_psnr is not None else ("savings", target_savings)
     try:
@@ -180,72 +160,34 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--target-psnr" if target_psnr is not None else "--target-savings") from None
     try:
-        search_target = Target(kind, value + margin, savings_of)
+        search_target = target.raised_by(margin)
     except ValueError as e:
         raise click.BadParameter(f"target + margin: {e}", param_hint="--margin") from None
-    calib, heldout = _split_prompts(prompts_arg, heldout_path)
+    calib, heldout = _read_prompt_sets(prompts_arg, heldout_path)
     seed_list = parse_seeds(seeds)
     settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
-    from kaleido.cli._prompts import echo_prompt_problems
-
     echo_prompt_problems(pipe, [*calib, *heldout], settings.max_sequence_length)
 
     click.echo(f"target: {target.describe()}" + (f" (searched for {search_target.describe()})" if margin else "")
                + f"; {len(calib)} calibration and {len(heldout)} held-out prompts x seeds {seed_list}")
     try:
-        rec, dense = characterize_runs(pipe, calib, seed_list, settings, base, progress=False)
+        run = calibrate_to_target_on_prompts(pipe, base, target, calib, heldout, seed_list, settings, margin=margin,
+                                             budget=budget, bisect_steps=bisect_steps, meta={"model": model},
+                                             log=click.echo)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    ch = Characterization.from_recorder(rec, {"model": model, "prompts": calib, "seeds": seed_list})
-
-    def evaluate(cfg):
-        return measure_runs(kaleido_runs(pipe, cfg, dense, settings, progress=False, lpips=False))
-
-    try:
-        res = calibrate_to_target(base, evaluate, search_target, ch, adapter_for(pipe.transformer).num_layers(pipe.transformer),
-                                  budget=budget, bisect_steps=bisect_steps, log=click.echo)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from None
-
-    click.echo(f"held-out: {len(heldout)} prompts x {len(seed_list)} seeds")
-    dense_h = dense_runs(pipe, heldout, seed_list, settings, progress=False)
-    rows = [("calibrated", res.chosen.config), ("default", res.default.config)]
-    if res.scaled_default is not None and res.scaled_default.config != res.chosen.config:
-        rows.append(("default thresholds scaled to the target", res.scaled_default.config))
-    held = {}
-    for label, cfg in rows:
-        held[label] = measure_runs(kaleido_runs(pipe, cfg, dense_h, settings, progress=False, lpips=False))
-    got = held["calibrated"]
-    met = target.feasible(got)
-    short = target.shortfall(got)
-    unit = "dB" if target.kind == "psnr" else ""
-    verdict = ("met" if met else f"MISSED by {short:.2f} dB" if target.kind == "psnr" else f"MISSED by {short:.1%}")
-
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    res.chosen.config.save(out)
-    report = {
-        "model": model, "settings": settings.to_dict(), "seeds": seed_list,
-        "calibration_prompts": calib, "heldout_prompts": heldout, "config_path": str(out),
-        **res.to_dict(),
-        "heldout_target": target.to_dict(), "margin": margin,
-        "heldout": {label: m.to_dict() for label, m in held.items()},
-        "heldout_target_met": met, "heldout_shortfall": short, "heldout_shortfall_unit": unit or "fraction",
-        "characterization_best_axes": {n: t.best_axes() for n, t in ch.operands.items()},
-        "claim": ch.statements(),
-    }
-    report_file = Path(report_path) if report_path else out.parent / "calibration_target.json"
-    save_json(report_file, report)
+    report_file = run.save(out_path, report_path)
 
     click.echo("")
     click.echo(f"{'config':42s} {'PSNR mean':>10s} {'PSNR min':>9s} {'SSIM':>6s} {'q.k^T saved':>12s} {'transformer':>12s}")
-    for label, m in held.items():
+    for label, m in run.heldout.items():
         click.echo(f"{label:42s} {m.psnr_mean_db:10.2f} {m.psnr_min_db:9.2f} {m.ssim_mean:6.3f} "
                    f"{m.saved('self_qk'):12.1%} {m.saved('whole_transformer'):12.1%}")
-    if not res.met_on_calibration:
+    if not run.search.met_on_calibration:
+        unit = "dB" if target.kind == "psnr" else ""
         click.echo(f"no candidate met {search_target.describe()} on the calibration prompts; wrote the closest "
-                   f"(short by {search_target.shortfall(res.chosen.measure):.3g}{unit})")
-    click.echo(f"held-out: target {target.describe()} {verdict}")
-    click.echo(f"-> {out}, {report_file}")
+                   f"(short by {search_target.shortfall(run.search.chosen.measure):.3g}{unit})")
+    click.echo(f"held-out: target {target.describe()} {run.verdict()}")
+    click.echo(f"-> {out_path}, {report_file}")

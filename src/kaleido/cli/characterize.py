@@ -3,13 +3,13 @@
 Generates each (prompt, seed) with the stock computation and an observer on every reuse
 operand (q and k after RoPE, cross-attention q, projection and feed-forward inputs), and
 writes into ``--out``: ``characterization.json`` (the tables, best axes, and whether the
-paper's claim holds on this model), the heatmaps, and ``summary.md``.
+paper's claim holds on this model), the heatmaps, and ``summary.md``
+(:mod:`kaleido.characterize.report`).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import click
 
@@ -33,7 +33,6 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
     import torch
 
     from kaleido.characterize import Characterization, characterize_runs
-    from kaleido.characterize.plots import plot_all
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.integrations import KaleidoConfig
     from kaleido.integrations.evaluation import settings_for
@@ -65,35 +64,8 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
         "model": model, "transformer_class": type(pipe.transformer).__name__, "prompts": prompts,
         "seeds": seed_list, "settings": settings.to_dict(), "device": device, "dtype": dtype,
     })
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    ch.save(out / "characterization.json")
-    figs = plot_all(ch, out)
-    md = summary_markdown(ch)
-    from kaleido.atomic import write_atomic
+    from kaleido.characterize.report import summary_markdown, write_report
 
-    write_atomic(out / "summary.md", md)
-    click.echo(md)
-    click.echo("-> " + ", ".join(str(p) for p in [out / "characterization.json", out / "summary.md", *figs]))
-
-
-def summary_markdown(ch) -> str:
-    """Best axes per operand and group, and the claim statements, as Markdown."""
-    from kaleido.characterize import AXES
-
-    lines = ["| operand | group | best axis | median Delta t / h / w | p90 Delta t / h / w | cos t / h / w |",
-             "|---|---|---|---|---|---|"]
-
-    def f(x, nd=0):
-        return "n/a" if x is None else (f"{x:.{nd}f}")
-
-    for name, t in ch.operands.items():
-        summ, best = t.summary(), t.best_axes()
-        for g in t.group_names:
-            s = summ[g]
-            lines.append(f"| {name} | {g} | {best[g]} | " + " / ".join(f(s[a]['delta_median']) for a in AXES) + " | "
-                         + " / ".join(f(s[a]['delta_p90']) for a in AXES) + " | "
-                         + " / ".join(f(s[a]['cos_mean'], 3) for a in AXES) + " |")
-    claims = ch.statements() or ["no RoPE q/k groups on this model: the paper's claim does not apply"]
-    return "\n".join(["## Best reuse axis per group (all layers, steps, heads pooled)", "", *lines, "",
-                      "## The paper's claim", "", *[f"- {c}" for c in claims], ""])
+    files = write_report(ch, out_dir)
+    click.echo(summary_markdown(ch))
+    click.echo("-> " + ", ".join(str(p) for p in files))

@@ -11,34 +11,17 @@ Writes into ``--out``::
     config.yaml                    the KaleidoConfig used
 
 With several ``--prompt`` / ``--seed`` values each pair gets a folder ``run-<i>`` and
-``metrics.json`` adds the means over all runs.
+``metrics.json`` adds the means over all runs (:func:`kaleido.integrations.evaluation.save_runs`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import click
 
 from kaleido.cli._pipeline import generation_options
-
-
-def _write_run(run, out: Path, fps: int, scale: int) -> dict:
-    from kaleido.video_io import side_by_side, write_video_set
-
-    out.mkdir(parents=True, exist_ok=True)
-    files = {
-        "dense": write_video_set(run.dense, out / "dense", fps, scale),
-        "kaleido": write_video_set(run.kaleido, out / "kaleido", fps, scale),
-        # labelled in the image (dense | Kaleido | |difference| x4), so the panels are upscaled before labelling
-        "side_by_side": write_video_set(side_by_side(run.dense, run.kaleido, scale=scale, labels=("dense", "Kaleido")), out / "side_by_side", fps),
-        "trace": str(run.trace.save(out / "trace.safetensors")),
-    }
-    d = run.to_dict()
-    d["files"] = files
-    return d
 
 
 def _print_table(reuse: dict) -> None:
@@ -83,7 +66,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
 
     from kaleido.integrations import KaleidoConfig
     from kaleido.cli._pipeline import load_pipeline_arg
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, aggregate, dense_runs, kaleido_runs, settings_for
+    from kaleido.integrations.evaluation import EVAL_PROMPTS, dense_runs, kaleido_runs, save_runs, settings_for
 
     if threads:
         torch.set_num_threads(threads)
@@ -119,33 +102,10 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
 
     click.echo(results[0].report["summary"], err=True)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg.save(out / "config.yaml")
-    single = len(results) == 1
-    runs = [_write_run(r, out if single else out / f"run-{i}", fps, scale) for i, r in enumerate(results)]
-    metrics = {
-        "model": model,
-        "pipeline_class": type(pipe).__name__,
-        "transformer_class": type(pipe.transformer).__name__,
-        "device": device,
-        "dtype": dtype,
-        "settings": settings.to_dict(),
-        "timing": {"warmup_steps": warmup_steps, "repeats": 1,
-                   "note": "one timed run per video; benchmarks/bench_generate.py alternates repeats"},
-        "kaleido_config": cfg.to_dict(),
-        "metric_definitions": {
-            "psnr_db": "per frame on decoded RGB in [0,1], peak 1.0; psnr_mean_db averages finite frames",
-            "ssim": "scikit-image SSIM per RGB frame, data_range 1",
-            "saved_fraction": "1 - 8-bit-equivalent MACs / dense MACs (a low_bits x 8 MAC counts low_bits/8)",
-            "whole_transformer": "every GEMM of the transformer, text-side and embedding layers included",
-        },
-        "apply_report": results[0].report,
-        "runs": runs,
-        "aggregate": aggregate(results),
-    }
-    from kaleido.atomic import write_atomic
-
-    write_atomic(out / "metrics.json", json.dumps(metrics, indent=1))
+    metrics = save_runs(results, out, cfg, settings, {
+        "model": model, "pipeline_class": type(pipe).__name__, "transformer_class": type(pipe.transformer).__name__,
+        "device": device, "dtype": dtype,
+    }, fps=fps, scale=scale, warmup_steps=warmup_steps)
     agg = metrics["aggregate"]
     _print_table(agg["reuse"])
     qk = agg["reuse"]["per_op"].get("self_qk", {})

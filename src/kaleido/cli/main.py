@@ -6,22 +6,77 @@ Each subcommand lives in its own module and is imported only when it runs, so
 
 from __future__ import annotations
 
-import importlib
 import os
+from typing import Callable
 
 import click
 
-#: subcommand name -> "module:attribute" of a click command
-COMMANDS: dict[str, str] = {
-    "demo": "kaleido.cli.demo:demo",
-    "compare": "kaleido.cli.compare:compare",
-    "report": "kaleido.cli.report:report",
-    "train-tiny": "kaleido.cli.train_tiny:train_tiny",
-    "simulate": "kaleido.cli.simulate:simulate",
-    "generate": "kaleido.cli.generate:generate",
-    "sweep": "kaleido.cli.sweep:sweep",
-    "calibrate": "kaleido.cli.calibrate:calibrate",
-    "characterize": "kaleido.cli.characterize:characterize",
+
+def _demo() -> click.Command:
+    from kaleido.cli.demo import demo
+
+    return demo
+
+
+def _compare() -> click.Command:
+    from kaleido.cli.compare import compare
+
+    return compare
+
+
+def _report() -> click.Command:
+    from kaleido.cli.report import report
+
+    return report
+
+
+def _train_tiny() -> click.Command:
+    from kaleido.cli.train_tiny import train_tiny
+
+    return train_tiny
+
+
+def _simulate() -> click.Command:
+    from kaleido.cli.simulate import simulate
+
+    return simulate
+
+
+def _generate() -> click.Command:
+    from kaleido.cli.generate import generate
+
+    return generate
+
+
+def _sweep() -> click.Command:
+    from kaleido.cli.sweep import sweep
+
+    return sweep
+
+
+def _calibrate() -> click.Command:
+    from kaleido.cli.calibrate import calibrate
+
+    return calibrate
+
+
+def _characterize() -> click.Command:
+    from kaleido.cli.characterize import characterize
+
+    return characterize
+
+
+#: subcommand name -> the function that imports its module and returns its click command
+COMMANDS: dict[str, Callable[[], click.Command]] = {
+    "demo": _demo,
+    "compare": _compare,
+    "report": _report,
+    "train-tiny": _train_tiny,
+    "simulate": _simulate,
+    "generate": _generate,
+    "sweep": _sweep,
+    "calibrate": _calibrate,
+    "characterize": _characterize,
 }
 
 
@@ -30,11 +85,8 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
-            return None
-        module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        load = COMMANDS.get(name)
+        return None if load is None else load()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -27,15 +27,13 @@ def report(out_path, results_dir, workers, workloads, accel_steps):
     if results_dir is None:
         results_dir = SHIPPED_RESULTS
         if not any(Path(results_dir).glob("*.json")):
-            from kaleido.compare.grids import build_points
+            from kaleido.compare.grids import fallback_points
             from kaleido.compare.sweep import run_sweep
 
             results_dir = Path("results/report-sweep")
             click.echo(f"no rows in {SHIPPED_RESULTS}: running a small sweep on the random pipeline into {results_dir}",
                        err=True)
-            pts = build_points("random-wan", ["kaleido", "sparse_videogen", "block_topk", "tome", "adaptiv"], 1, (0,),
-                               {"num_inference_steps": 4, "max_sequence_length": 16})
-            run_sweep(pts, results_dir, n_workers=workers)
+            run_sweep(fallback_points(), results_dir, n_workers=workers)
             note = "Fallback sweep on the RANDOM (untrained) pipeline: the numbers only exercise the machinery."
     try:
         path = build_report(results_dir, out_path, source_note=note,

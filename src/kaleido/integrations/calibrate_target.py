@@ -83,6 +83,11 @@ class Target:
         got = m.psnr_mean_db if self.kind == "psnr" else m.saved(self.savings_of)
         return max(0.0, self.value - got)
 
+    def raised_by(self, margin: float) -> "Target":
+        """This target ``margin`` stricter (in its unit: dB, or a fraction): what a search with a guard band
+        aims at, so that prompts it did not see still meet this one."""
+        return Target(self.kind, self.value + margin, self.savings_of)
+
     def describe(self) -> str:
         return (f"mean PSNR >= {self.value:g} dB" if self.kind == "psnr"
                 else f"{self.savings_of} savings >= {self.value:.1%}")

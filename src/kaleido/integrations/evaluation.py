@@ -307,3 +307,59 @@ def aggregate(results: Iterable[RunResult]) -> dict[str, Any]:
         "wall_ratio_transformer": walls["kaleido_transformer"] / max(walls["dense_transformer"], 1e-12),
         "reuse": merge_summaries(r.trace for r in results),
     }
+
+
+#: what each number of ``metrics.json`` means (written with it)
+METRIC_DEFINITIONS = {
+    "psnr_db": "per frame on decoded RGB in [0,1], peak 1.0; psnr_mean_db averages finite frames",
+    "ssim": "scikit-image SSIM per RGB frame, data_range 1",
+    "saved_fraction": "1 - 8-bit-equivalent MACs / dense MACs (a low_bits x 8 MAC counts low_bits/8)",
+    "whole_transformer": "every GEMM of the transformer, text-side and embedding layers included",
+}
+
+
+def save_run(run: RunResult, out: Path, fps: int, scale: int) -> dict:
+    """``run``'s videos (dense, Kaleido, side by side ``dense | Kaleido | |difference| x4``, MP4 and GIF,
+    upscaled ``scale`` times) and trace into ``out``; returns ``run.to_dict()`` with the files written."""
+    from kaleido.video_io import side_by_side, write_video_set
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "dense": write_video_set(run.dense, out / "dense", fps, scale),
+        "kaleido": write_video_set(run.kaleido, out / "kaleido", fps, scale),
+        # labelled in the image (dense | Kaleido | |difference| x4), so the panels are upscaled before labelling
+        "side_by_side": write_video_set(side_by_side(run.dense, run.kaleido, scale=scale, labels=("dense", "Kaleido")),
+                                        out / "side_by_side", fps),
+        "trace": str(run.trace.save(out / "trace.safetensors")),
+    }
+    d = run.to_dict()
+    d["files"] = files
+    return d
+
+
+def save_runs(results: Sequence[RunResult], out_dir: str | Path, config: KaleidoConfig, settings: GenerationSettings,
+              info: dict[str, Any], fps: int = 8, scale: int = 1, warmup_steps: int = 0) -> dict[str, Any]:
+    """What ``kaleido generate`` writes: each run's videos and trace (:func:`save_run`; one run into
+    ``out_dir`` itself, several into ``run-<i>/``), ``config.yaml`` and ``metrics.json`` (``info`` - model,
+    pipeline, device... - then settings, config, per-run and mean quality, reuse statistics and wall times).
+    Returns the metrics."""
+    from kaleido.atomic import write_atomic
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config.save(out / "config.yaml")
+    single = len(results) == 1
+    runs = [save_run(r, out if single else out / f"run-{i}", fps, scale) for i, r in enumerate(results)]
+    metrics = {
+        **info,
+        "settings": settings.to_dict(),
+        "timing": {"warmup_steps": warmup_steps, "repeats": 1,
+                   "note": "one timed run per video; benchmarks/bench_generate.py alternates repeats"},
+        "kaleido_config": config.to_dict(),
+        "metric_definitions": dict(METRIC_DEFINITIONS),
+        "apply_report": results[0].report,
+        "runs": runs,
+        "aggregate": aggregate(results),
+    }
+    write_atomic(out / "metrics.json", json.dumps(metrics, indent=1))
+    return metrics
