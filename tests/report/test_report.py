@@ -57,8 +57,8 @@ def test_matched_quality_picks_the_most_saving_setting_above_the_bar():
 def test_accel_designs_use_the_measured_fractions(rows_dir):
     import json
 
-    from kaleido.baselines.accel_adaptiv import simulate_adaptiv
-    from kaleido.baselines.accel_common import MeasuredSkips
+    from kaleido.hw.designs.adaptiv import simulate_adaptiv
+    from kaleido.hw.designs.common import MeasuredSkips
     from kaleido.hw.workloads import get_workload
 
     wl = get_workload("wan-1.3b-480p", steps=2)

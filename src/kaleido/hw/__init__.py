@@ -5,7 +5,9 @@ GEMMs) -> :mod:`.mapping` (folds) -> :mod:`.compute` (cycle model, SCALE-Sim com
 :mod:`.kaleido_pe` (PE modes, bit-exact tile) and :mod:`.dispatcher` (scheduler +
 matcher) -> :mod:`.memory` -> :mod:`.energy` (cited table) -> :mod:`.simulate` ->
 :mod:`.report`.  Several arrays sharing one DRAM: :mod:`.chip` (the split of each GEMM) and
-:mod:`.chip_presets` (iso-peak / iso-power / iso-memory with the A100).  Baselines: :mod:`.gpu` (A100 roofline), :mod:`.baselines` (registry).
+:mod:`.chip_presets` (iso-peak / iso-power / iso-memory with the A100).  Baselines: :mod:`.gpu` (A100 roofline), :mod:`.baselines` (registry),
+:mod:`.designs` (AdapTiV- / EXION- / Cambricon-D-class cost models) and :mod:`.baseline_replay` (their
+recorded traces replayed on those models).
 Reuse statistics: :mod:`.profile` (format, loader, carry-over rule),
 :mod:`.trace_adapter` (``ReuseTrace`` -> profile), :mod:`.example_profile`; what the paper's
 figures would need: :mod:`.requirements`.

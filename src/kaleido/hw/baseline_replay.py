@@ -13,7 +13,7 @@ workload GEMM is costed once per recorded layer and averaged (the recorded layer
 stand for the workload's).
 
 :func:`replay` costs every workload GEMM with the design's utilisation model
-(``replay_cost`` in ``kaleido.baselines.accel_<design>``): the array cycles of the GEMMs
+(``replay_cost`` of its module in :mod:`kaleido.hw.designs`): the array cycles of the GEMMs
 its dataflow really runs (fold/fill/drain of :func:`~kaleido.hw.compute.dense_cycles`),
 plus its side units' cycles where they cannot overlap, plus its extra DRAM traffic
 (time per GEMM is ``max(compute, DRAM)``, as in :mod:`kaleido.hw.simulate`).  It also
@@ -24,32 +24,22 @@ listed with where it came from: ``MEASURED`` (the trace), ``paper: ...`` or ``AS
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .compute import dense_cycles
+from kaleido.ops import HW_KIND_OF
+
 from .config import ArrayConfig
+from .designs import DESIGNS
+from .designs.common import OpFractions, dense_cost
 from .energy import EnergyTable
 from .figures import ArrayFigures
-from .memory import dram_bytes
 from .profile import check_format, read_json_file
-from .trace_adapter import TRACE_OP_TO_KIND
-from .workloads import OP_KINDS, Gemm, Workload
+from .workloads import OP_KINDS, Workload
 
 FORMAT = "kaleido-baseline-profile"
 VERSION = 1
-#: method name -> (design label, module holding ``replay_cost``, ``gemm_cost`` (the ideal model), ``INPUTS``)
-DESIGNS = {
-    "adaptiv": ("AdapTiV-class (token merging)", "kaleido.baselines.accel_adaptiv"),
-    "exion": ("EXION-class (FFN reuse + eager prediction)", "kaleido.baselines.accel_exion"),
-    "cambricon_d": ("Cambricon-D-class (differential, low-bit deltas)", "kaleido.baselines.accel_cambricon_d"),
-}
-_KIND_OF = dict(TRACE_OP_TO_KIND, cross_proj_kv="cross_proj_kv")
-#: Rate of every side unit (matching, merge/unmerge, condensing): int8 elements per cycle per array row.
-#: The same figure kaleido.hw.simulate gives Kaleido's decision unit (one element per row per cycle).
-SIDE_SOURCE = "ASSUMED: 1 element per array row per cycle, as kaleido.hw.simulate's Kaleido decision unit"
 
 
 @dataclass(frozen=True)
@@ -153,7 +143,7 @@ def baseline_profile_from_trace(trace, workload: Workload | None = None) -> tupl
         d = r.decision
         if d is None:
             raise ValueError(f"baseline trace record {r.op!r} layer {r.layer} step {r.step} has no decision")
-        kind = _KIND_OF.get(r.op)
+        kind = HW_KIND_OF.get(r.op)
         if kind is None:
             continue
         a = acc.setdefault(kind, {}).setdefault(r.step, {}).setdefault(r.layer, [0.0] * 9)
@@ -192,30 +182,6 @@ def baseline_profile_from_trace(trace, workload: Workload | None = None) -> tupl
 
 # -- costing -----------------------------------------------------------------------------
 @dataclass
-class GemmCost:
-    """One GEMM instance on one design.  ``overheads`` (cycles) are included in ``cycles``."""
-
-    cycles: float
-    work_macs: float  # useful 8-bit-equivalent MACs (what the algorithm asked for; padding and packed zeros excluded)
-    mac8: float
-    mac_low: float
-    low_bits: int
-    dram_bytes: float
-    overheads: dict[str, float] = field(default_factory=dict)
-    side_ops: float = 0.0  # int8 operations of side units (matching, merge, condensing)
-
-
-def dense_cost(g: Gemm, cfg: ArrayConfig) -> GemmCost:
-    m = float(g.M) * g.K * g.N
-    return GemmCost(dense_cycles(g.M, g.K, g.N, cfg), m, m, 0.0, 8, dram_bytes(g, cfg))
-
-
-def side_cycles(elements: float, cfg: ArrayConfig) -> float:
-    """Cycles of a side unit handling ``elements`` int8 elements (see :data:`SIDE_SOURCE`)."""
-    return elements / cfg.rows
-
-
-@dataclass
 class ReplayResult(ArrayFigures):
     """One baseline design on one workload, replayed from its trace."""
 
@@ -249,8 +215,9 @@ class ReplayResult(ArrayFigures):
 
 
 def design_module(method: str):
+    """The :mod:`kaleido.hw.designs` module of ``method``; ``ValueError`` naming the known ones otherwise."""
     try:
-        return importlib.import_module(DESIGNS[method][1])
+        return DESIGNS[method]
     except KeyError:
         raise ValueError(f"no accelerator model for method {method!r}; known: {sorted(DESIGNS)}") from None
 
@@ -258,8 +225,6 @@ def design_module(method: str):
 def replay(wl: Workload, prof: BaselineProfile, cfg: ArrayConfig | None = None,
            energy: EnergyTable | None = None) -> ReplayResult:
     """Cost ``wl`` on the design of ``prof.method`` (see the module docstring)."""
-    from kaleido.baselines.accel_common import OpFractions
-
     cfg = cfg or ArrayConfig()
     energy = energy or EnergyTable()
     mod = design_module(prof.method)
@@ -294,6 +259,6 @@ def replay(wl: Workload, prof: BaselineProfile, cfg: ArrayConfig | None = None,
                 tot["side"] += r.side_ops * energy.pj("add8") * w
                 for k, v in r.overheads.items():
                     over[k] = over.get(k, 0.0) + v * w
-    return ReplayResult(DESIGNS[prof.method][0], prof.method, prof.settings, wl.name, tot["cyc"], tot["ub"],
+    return ReplayResult(mod.DESIGN, prof.method, prof.settings, wl.name, tot["cyc"], tot["ub"],
                         tot["dense"], tot["t"], tot["td"], tot["work"], tot["dm"], tot["emac"] * 1e-12,
                         tot["dram"] * 1e-12, tot["side"] * 1e-12, over, dict(mod.INPUTS), sorted(set(notes)))

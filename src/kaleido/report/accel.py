@@ -9,8 +9,8 @@
   while it ran on the miniature pipeline (``report.extra["accel_profile"]`` of the rows
   of ``adaptiv``, ``exion``, ``cambricon_d``), replayed by
   :func:`kaleido.hw.baseline_replay.replay` with the design's utilisation costs
-  (``replay_cost`` in :mod:`kaleido.baselines.accel_adaptiv`, ``accel_exion``,
-  ``accel_cambricon_d``); each row says so (``replayed``), lists every input with its
+  (``replay_cost`` in :mod:`kaleido.hw.designs.adaptiv`, ``exion``,
+  ``cambricon_d``); each row says so (``replayed``), lists every input with its
   origin (``inputs``: MEASURED / paper / ASSUMED) and gives the ideal model's figure as
   ``upper_bound_speedup_vs_dense``.  A row recorded before traces existed falls back to
   the ideal per-op-fraction model and is labelled UPPER BOUND.
@@ -23,9 +23,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kaleido.hw.designs import adaptiv, cambricon_d, exion
+from kaleido.hw.designs.common import MeasuredSkips
+
 DEFAULT_WORKLOADS = ("wan-1.3b-480p", "wan-1.3b-720p", "hunyuan-720p")
-BASELINE_DESIGNS = (("adaptiv", "accel_adaptiv", "simulate_adaptiv"), ("exion", "accel_exion", "simulate_exion"),
-                    ("cambricon_d", "accel_cambricon_d", "simulate_cambricon_d"))
+#: the accelerator baselines in table order: (method, its design module, the design's ideal model)
+BASELINE_DESIGNS = (("adaptiv", adaptiv, adaptiv.simulate_adaptiv), ("exion", exion, exion.simulate_exion),
+                    ("cambricon_d", cambricon_d, cambricon_d.simulate_cambricon_d))
 
 
 def _profile(d: dict, wl):
@@ -52,10 +56,8 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
     (:func:`quality_by_method`); each design's ``psnr`` is that mean and ``psnr_runs`` its count.
     Without it ``psnr`` is the one representative row's (``psnr_runs`` 1: one prompt, one seed).
     """
-    import importlib
     import json
 
-    from kaleido.baselines.accel_common import MeasuredSkips
     from kaleido.hw.config import ArrayConfig
     from kaleido.hw.simulate import DESIGN_LEVEL, simulate
     from kaleido.hw.workloads import get_workload
@@ -91,7 +93,7 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
          "utilisation": s["utilisation"][DESIGN_LEVEL],
          "mac_energy_j": s["energy_by_component_j"]["kaleido"]["mac"], "psnr": _psnr(kaleido_row)},
     ]
-    for method, module, fn in BASELINE_DESIGNS:
+    for method, _, ideal in BASELINE_DESIGNS:
         row = baseline_rows.get(method)
         if row is None:
             continue
@@ -101,8 +103,7 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
             notes.append(f"{d['design']} inputs: " + "; ".join(f"{k} [{v}]" for k, v in d["inputs"].items()))
             designs.append(d)
             continue
-        mod = importlib.import_module(f"kaleido.baselines.{module}")
-        r = getattr(mod, fn)(wl, MeasuredSkips.from_report(row["report"]), cfg, e)
+        r = ideal(wl, MeasuredSkips.from_report(row["report"]), cfg, e)
         designs.append({"design": r.design + " [UPPER BOUND]", "method": method,
                         "source": f"UPPER BOUND: per-op MAC fractions of {method} {row['point']['settings']}, no "
                                   "utilisation costs (row recorded without a trace; rerun the sweep to replay one)",

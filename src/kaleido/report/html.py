@@ -21,7 +21,7 @@ from kaleido.compare.analysis import (MATCH_TARGETS, aggregate, errors, fmt_pct,
                                       pareto_figure, pareto_front)
 from kaleido.compare.points import DENSE
 
-from .accel import quality_by_method, representatives
+from .accel import BASELINE_DESIGNS, quality_by_method, representatives
 from .paper import PAPER_FIGURES
 
 _CSS = """
@@ -134,7 +134,7 @@ def _accel_section(rows, aggs, workloads, steps=None) -> str:
              "compute-bound cycles at 1 GHz. Kaleido: <code>kaleido.hw.simulate</code> replaying the mode statistics "
              "its trace recorded on the miniature pipeline (carried to each workload by the simulator's transfer "
              "rule). AdapTiV / EXION / Cambricon-D-class: our dataflow models "
-             "(<code>kaleido/baselines/accel_*.py</code>) fed with the work their algorithms left on the same "
+             "(<code>kaleido/hw/designs/</code>) fed with the work their algorithms left on the same "
              "pipeline, prompts and seeds; what they do not model (listed under the table) would make them slower. "
              "MAC energy only (memory energy left out for all designs alike). Each method at its representative "
              "setting (closest to 50% self-attention q.k<sup>T</sup> savings); its PSNR is the mean over every prompt and "
@@ -164,14 +164,7 @@ def _accel_section(rows, aggs, workloads, steps=None) -> str:
         for n in t["notes"]:
             parts.append(f'<p class="note">{html.escape(n)}</p>')
         util_rows.append((wl, t["utilisation"]))
-    assumptions = {}
-    for m, mod in (("adaptiv", "accel_adaptiv"), ("exion", "accel_exion"), ("cambricon_d", "accel_cambricon_d")):
-        try:
-            import importlib
-
-            assumptions[m] = importlib.import_module(f"kaleido.baselines.{mod}").ASSUMPTIONS
-        except ImportError:
-            pass
+    assumptions = {m: design.ASSUMPTIONS for m, design, _ in BASELINE_DESIGNS}
     parts.append("<p class='note'>Not modelled (each would lower that design's speedup): " + "; ".join(
         f"<b>{m}</b>: {html.escape(', '.join(a))}" for m, a in assumptions.items()) + ".</p>")
     if util_rows:

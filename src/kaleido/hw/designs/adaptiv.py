@@ -22,35 +22,31 @@ from __future__ import annotations
 
 import math
 
-from .accel_common import MeasuredSkips, OpFractions, ceil_frac, run_design
+from ..compute import dense_cycles
+from ..memory import dram_bytes
+from ..workloads import Gemm
+from .common import SIDE_SOURCE, GemmCost, MeasuredSkips, ceil_frac, run_design, side_cycles
 
+#: this design's name in results and tables
+DESIGN = "AdapTiV-class (token merging)"
 ASSUMPTIONS = ("sign-similarity matching fully hidden behind LayerNorm, as AdapTiV reports",
                "token merging applies to self-attention only, as in our AdapTiV algorithm")
 ATTN = ("self_attn_qk", "self_attn_pv")
 
-
-def _inputs():
-    from kaleido.hw.baseline_replay import SIDE_SOURCE
-
-    return {
-        "merged-token count per step and layer (sqrt of the kept q.k^T share; text rows never merge)":
-            "MEASURED: trace of the adaptiv algorithm",
-        "array fill/fold cost of the irregular merged token count": "MEASURED extents x kaleido.hw fold model",
-        "sign-similarity matching latency: 0 exposed cycles":
-            "paper: AdapTiV (MICRO'24) abstract - Sign-Driven Scheduling conceals token-merging latency within "
-            "LayerNorm",
-        "sign-matching work (energy)": "MEASURED: the algorithm's estimate MACs (1-bit XORs at 1/64 of an 8x8 MAC)",
-        "merge (average q, k, v) / un-merge (gather) unit rate, overlapped with the head's attention": SIDE_SOURCE,
-    }
-
-
-INPUTS = _inputs()
+INPUTS = {
+    "merged-token count per step and layer (sqrt of the kept q.k^T share; text rows never merge)":
+        "MEASURED: trace of the adaptiv algorithm",
+    "array fill/fold cost of the irregular merged token count": "MEASURED extents x kaleido.hw fold model",
+    "sign-similarity matching latency: 0 exposed cycles":
+        "paper: AdapTiV (MICRO'24) abstract - Sign-Driven Scheduling conceals token-merging latency within "
+        "LayerNorm",
+    "sign-matching work (energy)": "MEASURED: the algorithm's estimate MACs (1-bit XORs at 1/64 of an 8x8 MAC)",
+    "merge (average q, k, v) / un-merge (gather) unit rate, overlapped with the head's attention": SIDE_SOURCE,
+}
 
 
 def gemm_cost(g, fr, cfg):
     """``(cycles, mac8, mac_low, low_bits)`` of one GEMM under the ideal model at the op's MAC shares ``fr``."""
-    from kaleido.hw.compute import dense_cycles
-
     if g.op in ATTN and fr.skipped > 0:
         m = math.sqrt(max(0.0, 1.0 - fr.skipped))
         if g.op == "self_attn_qk":
@@ -62,8 +58,7 @@ def gemm_cost(g, fr, cfg):
 
 
 def simulate_adaptiv(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design("AdapTiV-class (token merging)", workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
-
+    return run_design(DESIGN, workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
 
 
 def merged_extents(g, c) -> tuple[int, int, int, int]:
@@ -78,11 +73,7 @@ def merged_extents(g, c) -> tuple[int, int, int, int]:
 
 
 def replay_cost(g, c, cfg, base):
-    from kaleido.hw.baseline_replay import GemmCost, side_cycles
-    from kaleido.hw.compute import dense_cycles
-    from kaleido.hw.memory import dram_bytes
-    from kaleido.hw.workloads import Gemm
-
+    """:class:`~.common.GemmCost` of one instance of ``g`` at recorded shares ``c`` (``base``: its dense cost)."""
     if g.op not in ATTN or c.skipped <= 0:
         return base
     n, M, K, N = merged_extents(g, c)

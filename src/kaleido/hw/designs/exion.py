@@ -22,36 +22,32 @@ processes them densely.
 
 from __future__ import annotations
 
-from .accel_common import MeasuredSkips, OpFractions, ceil_frac, run_design
+from ..compute import dense_cycles
+from ..memory import dram_bytes
+from ..workloads import Gemm
+from .common import SIDE_SOURCE, GemmCost, MeasuredSkips, ceil_frac, run_design, side_cycles
 
+#: this design's name in results and tables
+DESIGN = "EXION-class (FFN reuse + eager prediction)"
 ASSUMPTIONS = ("condensed index lists and predicted scores stay on chip (no DRAM traffic charged for them)",
                "the prediction's 1/4-MAC energy per leading-one product is the width rule, not EXION's figure")
 COLS = ("self_attn_qk", "ffn_up")  # kept columns are the GEMM's N
 RED = ("self_attn_pv", "ffn_down")  # kept columns are the GEMM's K
 
-
-def _inputs():
-    from kaleido.hw.baseline_replay import SIDE_SOURCE
-
-    return {
-        "kept neurons / keys per step and layer": "MEASURED: trace of the exion algorithm",
-        "per-tile union of kept columns (array tile = 128 rows)": "MEASURED: masks seen while the algorithm ran",
-        "eager prediction work (leading-one products, 1/4 of an 8x8 MAC each)":
-            "MEASURED count; the 1/4 weight is ASSUMED (width rule), not EXION's figure",
-        "eager prediction runs on the array, before the sparse q.k^T": "ASSUMED (no EXION figure available offline)",
-        "ConMerge condensing: 8 mask bits per side-unit element slot, overlapped with the GEMM": SIDE_SOURCE,
-        "FFN-reuse bitmask (1 bit per token and neuron) read from DRAM on every reuse step": "MODELLED (our choice)",
-        "ConMerge cross-tile merging": "not modelled (would recover part of the tile-union padding)",
-    }
-
-
-INPUTS = _inputs()
+INPUTS = {
+    "kept neurons / keys per step and layer": "MEASURED: trace of the exion algorithm",
+    "per-tile union of kept columns (array tile = 128 rows)": "MEASURED: masks seen while the algorithm ran",
+    "eager prediction work (leading-one products, 1/4 of an 8x8 MAC each)":
+        "MEASURED count; the 1/4 weight is ASSUMED (width rule), not EXION's figure",
+    "eager prediction runs on the array, before the sparse q.k^T": "ASSUMED (no EXION figure available offline)",
+    "ConMerge condensing: 8 mask bits per side-unit element slot, overlapped with the GEMM": SIDE_SOURCE,
+    "FFN-reuse bitmask (1 bit per token and neuron) read from DRAM on every reuse step": "MODELLED (our choice)",
+    "ConMerge cross-tile merging": "not modelled (would recover part of the tile-union padding)",
+}
 
 
 def gemm_cost(g, fr, cfg):
     """``(cycles, mac8, mac_low, low_bits)`` of one GEMM under the ideal model at the op's MAC shares ``fr``."""
-    from kaleido.hw.compute import dense_cycles
-
     k = fr.kept
     if k < 1.0 and g.op in COLS:
         M, K, N = g.M, g.K, ceil_frac(g.N, k)
@@ -63,16 +59,11 @@ def gemm_cost(g, fr, cfg):
 
 
 def simulate_exion(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design("EXION-class (FFN reuse + eager prediction)", workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
-
+    return run_design(DESIGN, workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
 
 
 def replay_cost(g, c, cfg, base):
-    from kaleido.hw.baseline_replay import GemmCost, side_cycles
-    from kaleido.hw.compute import dense_cycles
-    from kaleido.hw.memory import dram_bytes
-    from kaleido.hw.workloads import Gemm
-
+    """:class:`~.common.GemmCost` of one instance of ``g`` at recorded shares ``c`` (``base``: its dense cost)."""
     if g.op not in COLS + RED or (c.skipped <= 0 and c.estimate <= 0):
         return base
     u = max(c.kept, c.tile if c.tile is not None else c.kept)  # a tile keeps at least what its rows keep

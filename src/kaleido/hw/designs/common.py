@@ -11,26 +11,32 @@ fractions (the same resolution-independence rule as the simulator's profiles).
 This is the *ideal* path (no utilisation costs), kept for sweep rows recorded before
 baselines wrote traces and as the upper bound of the replay: a row with a trace is
 costed by :func:`kaleido.hw.baseline_replay.replay` with each design's utilisation
-model (``replay_cost`` in its module), per recorded step and layer.  Energy here is the
-MAC energy only (8x8 and low-bit multiplies with a 32-bit accumulate, from the
-simulator's cited :class:`~kaleido.hw.energy.EnergyTable`); memory energy is left out
-for every design alike in this table.
+model (``replay_cost`` in its module), per recorded step and layer, from the
+:class:`GemmCost` pieces defined here.  Energy here is the MAC energy only (8x8 and
+low-bit multiplies with a 32-bit accumulate, from the simulator's cited
+:class:`~kaleido.hw.energy.EnergyTable`); memory energy is left out for every design
+alike in this table.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from kaleido.hw.figures import ArrayFigures
+from kaleido.ops import BLOCK_OPS, HW_KIND_OF
 
-from .base import OP_KINDS
+from ..compute import dense_cycles
+from ..config import ArrayConfig
+from ..energy import EnergyTable
+from ..figures import ArrayFigures
+from ..memory import dram_bytes
+from ..workloads import Gemm
 
-#: our op kinds -> the simulator's workload op kinds
-OP_TO_HW = {"self_qk": "self_attn_qk", "self_pv": "self_attn_pv", "cross_qk": "cross_attn_qk",
-            "cross_pv": "cross_attn_pv", "proj_q": "proj_q", "proj_k": "proj_k", "proj_v": "proj_v",
-            "proj_out": "proj_out", "cross_proj_q": "cross_proj_q", "cross_proj_kv": "cross_proj_kv",
-            "cross_proj_out": "cross_proj_out", "ffn_in": "ffn_up", "ffn_out": "ffn_down"}
-assert set(OP_TO_HW) == set(OP_KINDS)
+#: the baselines' ledger op kinds -> the simulator's workload op kinds
+OP_TO_HW: dict[str, str] = {k.value: HW_KIND_OF[k.value] for k in BLOCK_OPS}
+#: Rate of every side unit (matching, merge/unmerge, condensing): int8 elements per cycle per array row.
+#: The same figure kaleido.hw.simulate gives Kaleido's decision unit (one element per row per cycle).
+SIDE_SOURCE = "ASSUMED: 1 element per array row per cycle, as kaleido.hw.simulate's Kaleido decision unit"
 
 
 @dataclass(frozen=True)
@@ -98,10 +104,6 @@ class DesignResult(ArrayFigures):
 def run_design(name: str, workload, skips: MeasuredSkips, gemm_model, cfg=None, energy=None,
                assumptions: tuple[str, ...] = ()) -> DesignResult:
     """Sum ``gemm_model(g, fractions, cfg) -> (cycles, mac8, mac_low, low_bits)`` over the workload's GEMMs."""
-    from kaleido.hw.compute import dense_cycles
-    from kaleido.hw.config import ArrayConfig
-    from kaleido.hw.energy import EnergyTable
-
     cfg = cfg or ArrayConfig()
     energy = energy or EnergyTable()
     cyc = dcyc = done = dense = e = 0.0
@@ -118,6 +120,29 @@ def run_design(name: str, workload, skips: MeasuredSkips, gemm_model, cfg=None, 
 
 def ceil_frac(n: int, f: float) -> int:
     """``ceil(n * f)``, at least 1 when ``f > 0`` (0 when ``f == 0``)."""
-    import math
-
     return 0 if f <= 0 else max(1, math.ceil(n * f - 1e-9))
+
+
+# -- the replay's per-GEMM costs (kaleido.hw.baseline_replay) ------------------------------
+@dataclass
+class GemmCost:
+    """One GEMM instance on one design.  ``overheads`` (cycles) are included in ``cycles``."""
+
+    cycles: float
+    work_macs: float  # useful 8-bit-equivalent MACs (what the algorithm asked for; padding and packed zeros excluded)
+    mac8: float
+    mac_low: float
+    low_bits: int
+    dram_bytes: float
+    overheads: dict[str, float] = field(default_factory=dict)
+    side_ops: float = 0.0  # int8 operations of side units (matching, merge, condensing)
+
+
+def dense_cost(g: Gemm, cfg: ArrayConfig) -> GemmCost:
+    m = float(g.M) * g.K * g.N
+    return GemmCost(dense_cycles(g.M, g.K, g.N, cfg), m, m, 0.0, 8, dram_bytes(g, cfg))
+
+
+def side_cycles(elements: float, cfg: ArrayConfig) -> float:
+    """Cycles of a side unit handling ``elements`` int8 elements (see :data:`SIDE_SOURCE`)."""
+    return elements / cfg.rows

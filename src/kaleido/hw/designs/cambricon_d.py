@@ -20,34 +20,30 @@ calls; dense calls (the first step, refreshes) keep full cost.  Attention runs d
 
 from __future__ import annotations
 
-from .accel_common import MeasuredSkips, OpFractions, ceil_frac, run_design
+from ..compute import dense_cycles
+from .common import GemmCost, MeasuredSkips, ceil_frac, run_design
 
+#: this design's name in results and tables
+DESIGN = "Cambricon-D-class (differential, low-bit deltas)"
 ASSUMPTIONS = ("outliers compacted perfectly onto the array (a real outlier path is slower)",
                "activation functions' sign-mask work beyond the 1-bit mask load not charged")
 ATTN = ("self_attn_qk", "self_attn_pv", "cross_attn_qk", "cross_attn_pv")
 PREV_OUTPUT_BYTES = 2  # previous-step outputs kept at 16 bits
 
-
-def _inputs():
-    return {
-        "dense vs differential calls, non-zero low-bit deltas per step and layer":
-            "MEASURED: trace of the cambricon_d algorithm",
-        "outlier share (difference beyond delta_bits at the input's int8 scale)":
-            "MEASURED: raw step-to-step input differences seen while the algorithm ran",
-        "outliers multiplied at 8 bits with ideal compaction on the array": "ASSUMED (no Cambricon-D figure offline)",
-        "1-bit sign mask of every differential input loaded from DRAM":
-            "paper: Cambricon-D (ISCA'24) abstract - sign-mask dataflow loads 1-bit signs instead of raw inputs",
-        "previous-step outputs read and written at 16 bits": "ASSUMED",
-    }
-
-
-INPUTS = _inputs()
+INPUTS = {
+    "dense vs differential calls, non-zero low-bit deltas per step and layer":
+        "MEASURED: trace of the cambricon_d algorithm",
+    "outlier share (difference beyond delta_bits at the input's int8 scale)":
+        "MEASURED: raw step-to-step input differences seen while the algorithm ran",
+    "outliers multiplied at 8 bits with ideal compaction on the array": "ASSUMED (no Cambricon-D figure offline)",
+    "1-bit sign mask of every differential input loaded from DRAM":
+        "paper: Cambricon-D (ISCA'24) abstract - sign-mask dataflow loads 1-bit signs instead of raw inputs",
+    "previous-step outputs read and written at 16 bits": "ASSUMED",
+}
 
 
 def gemm_cost(g, fr, cfg):
     """``(cycles, mac8, mac_low, low_bits)`` of one GEMM under the ideal model at the op's MAC shares ``fr``."""
-    from kaleido.hw.compute import dense_cycles
-
     full = dense_cycles(g.M, g.K, g.N, cfg)
     if fr.mac8 >= 1.0 or fr.low_bits >= 8:
         return full, g.M * g.K * g.N, 0.0, 8
@@ -58,15 +54,11 @@ def gemm_cost(g, fr, cfg):
 
 
 def simulate_cambricon_d(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design("Cambricon-D-class (differential, low-bit deltas)", workload, skips, gemm_cost, cfg, energy,
-                      ASSUMPTIONS)
-
+    return run_design(DESIGN, workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
 
 
 def replay_cost(g, c, cfg, base):
-    from kaleido.hw.baseline_replay import GemmCost
-    from kaleido.hw.compute import dense_cycles
-
+    """:class:`~.common.GemmCost` of one instance of ``g`` at recorded shares ``c`` (``base``: its dense cost)."""
     if g.op in ATTN or c.mac8 >= 1.0 or c.low_bits >= 8:
         return base
     b, f8 = c.low_bits, c.mac8
