@@ -89,3 +89,55 @@ def test_tile_union():
     keep = torch.zeros(1, 5, 4, dtype=torch.bool)
     keep[0, 0, 0] = keep[0, 1, 1] = keep[0, 4, 3] = True
     assert tile_union(keep, 2) == (3, 12)  # tiles {0,1}: 2 cols, {2,3}: 0, {4}: 1; 3 tiles x 4 cols
+
+
+def test_exion_keep_mask_reaches_the_recorder_through_the_handle(recorded):
+    _, ex = recorded["exion"]
+    qk = [r.decision for r in ex if r.op == "self_qk"]
+    assert qk and all(0 < d.tile_cols <= d.tile_dense_cols for d in qk)  # every sparse call announced its mask
+
+
+def test_recorders_attach_by_name_and_patch_nothing(random_pipe):
+    from kaleido.baselines import exion as exion_module
+    from kaleido.baselines import wan_attention
+
+    pipe, _ = random_pipe
+    tr = pipe.transformer
+    h = make_method("exion", attn_density=0.5).apply(tr)
+    try:
+        # the module's attention function and the handle's own methods are what they were
+        assert exion_module.masked_attention is wan_attention.masked_attention
+        assert "report" not in vars(h) and "accel_trace" not in vars(h) and "add" not in vars(h.ledger)
+        with pytest.raises(ValueError, match="already registered"):
+            h.ledger.add_observer("accel_trace", lambda *a: None)
+        with pytest.raises(ValueError, match="unknown handle event 'keep mask'"):
+            h.observe("keep mask", "mine", lambda keep: None)
+        with pytest.raises(ValueError, match="already has"):
+            h.register_trace_provider("another", lambda: None)
+    finally:
+        h.remove()
+    tome = make_method("tome", ratio=0.3).apply(tr)
+    try:
+        with pytest.raises(ValueError) as e:
+            tome.accel_trace()
+        assert "\n" not in str(e.value) and "tome records no accelerator trace" in str(e.value)
+        tome.register_report_extra("mine", lambda: {"seen": 1})
+        assert tome.report().extra["seen"] == 1
+    finally:
+        tome.remove()
+
+
+def test_ledger_observers_see_every_add_in_order():
+    from kaleido.baselines.base import OpLedger
+
+    ledger, seen = OpLedger(), []
+    ledger.add_observer("a", lambda *args: seen.append(("a", args)))
+    ledger.add_observer("b", lambda *args: seen.append(("b", args)))
+    ledger.add("self_qk", mac8=3, skipped=1)
+    ledger.remove_observer("a")
+    ledger.add("ffn_in", mac_low=2)
+    assert seen == [("a", ("self_qk", 3, 0, 1)), ("b", ("self_qk", 3, 0, 1)), ("b", ("ffn_in", 0, 2, 0))]
+    assert ledger.op_counts()["self_qk"].total_mac8 == 3
+    with pytest.raises(ValueError, match="unknown op kind"):
+        ledger.add("nope", mac8=1)
+    assert len(seen) == 3  # a refused add reaches no observer

@@ -9,13 +9,17 @@ plus what the accelerator models need and only the running algorithm can show:
 * EXION: per tile of ``tile_rows`` consecutive tokens (queries), how many columns
   (FFN neurons / keys) at least one row of the tile keeps (the array processes a
   tile's union after compaction), read from the FFN's masked hidden activations and
-  from the attention keep-mask;
+  from the attention keep-mask (:meth:`AccelTraceRecorder.add_tiles`);
 * Cambricon-D: of every differential linear's input entries, those whose
   step-to-step difference, at the input's int8 scale (``max|x| / 127``), does not fit
-  ``delta_bits`` signed bits (Cambricon-D's outliers), from the raw inputs.
+  ``delta_bits`` signed bits (Cambricon-D's outliers), from the raw inputs
+  (:meth:`AccelTraceRecorder.add_outliers`).
 
-Op kinds the method does not claim are recorded per layer as computed when their
-unit ran (same rule as the handle's own accounting).  ``handle.accel_trace()``
+Each method feeds those measurements from its own module (:mod:`.exion`,
+:mod:`.cambricon_d`); this module knows no method.  Op kinds the method does not claim
+are recorded per layer as computed when their unit ran (same rule as the handle's own
+accounting).  The recorder attaches through the handle's named hooks (a ledger
+observer, a report extra, a trace provider; :mod:`.base`): ``handle.accel_trace()``
 returns the :class:`~kaleido.integrations.trace.ReuseTrace` (``meta["method"]`` set,
 one :class:`~kaleido.integrations.trace.MethodDecision` per record), and
 ``handle.report().extra["accel_profile"]`` carries it in the simulator's
@@ -29,10 +33,13 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from kaleido.hw.baseline_replay import baseline_profile_from_trace
 from kaleido.reuse import ChannelGroups, TokenGrid
 
 from .base import ESTIMATE, UNIT_KINDS, MethodHandle
 
+#: the name the recorder's hooks are registered under on a handle and its ledger
+RECORDER = "accel_trace"
 TILE_ROWS = 128  # rows of the accelerator array: the tile the EXION union is measured on
 _FIELDS = ("mac8", "mac_low", "skipped", "estimate8", "tile_cols", "tile_dense_cols", "outliers", "a_elements")
 
@@ -77,7 +84,8 @@ class AccelTraceRecorder:
         self.grid: TokenGrid | None = None
         self.generations = set()
         self._claimed = {k for _, k in handle.method.claims}
-        self._wrap_ledger()
+        handle.ledger.add_observer(RECORDER, self._ledger_added)
+        handle.add_undo(lambda: handle.ledger.remove_observer(RECORDER))
         self._hook_blocks()
 
     # -- where the counts come from ----------------------------------------------------
@@ -90,29 +98,22 @@ class AccelTraceRecorder:
         if key not in self.shape:
             self.shape[key] = op_shape(key[3], self.handle.shapes, c.batch, c.grid.n_grid, c.text_len)
 
-    def _wrap_ledger(self) -> None:
-        ledger = self.handle.ledger
-        original = ledger.add
-
-        def add(kind, mac8=0, mac_low=0, skipped=0):
-            original(kind, mac8, mac_low, skipped)
-            c = self.handle.call
-            if c is None or self.layer < 0:
-                return
-            if kind == ESTIMATE:  # AdapTiV's sign matching and EXION's prediction serve self-attention
-                self.counts[self._key("self_qk")]["estimate8"] += int(mac8) + int(mac_low)
-                return
-            if kind not in self._claimed:
-                return
-            key = self._key(kind)
-            self._note_shape(key)
-            e = self.counts[key]
-            e["mac8"] += int(mac8)
-            e["mac_low"] += int(mac_low)
-            e["skipped"] += int(skipped)
-
-        ledger.add = add
-        self.handle.add_undo(lambda: setattr(ledger, "add", original))
+    def _ledger_added(self, kind: str, mac8: int, mac_low: int, skipped: int) -> None:
+        """The ledger observer: the counts the method just added, attributed to the running block."""
+        c = self.handle.call
+        if c is None or self.layer < 0:
+            return
+        if kind == ESTIMATE:  # AdapTiV's sign matching and EXION's prediction serve self-attention
+            self.counts[self._key("self_qk")]["estimate8"] += int(mac8) + int(mac_low)
+            return
+        if kind not in self._claimed:
+            return
+        key = self._key(kind)
+        self._note_shape(key)
+        e = self.counts[key]
+        e["mac8"] += int(mac8)
+        e["mac_low"] += int(mac_low)
+        e["skipped"] += int(skipped)
 
     def _hook_blocks(self) -> None:
         h = self.handle
@@ -185,6 +186,7 @@ class AccelTraceRecorder:
     # -- the trace ---------------------------------------------------------------------
     def trace(self):
         """The recorded decisions as a :class:`~kaleido.integrations.trace.ReuseTrace`."""
+        # kaleido.integrations loads diffusers; importing it here keeps ``import kaleido.baselines`` light
         from kaleido.integrations.trace import DENSE_OP, MethodDecision, ReuseTrace, TraceRecord, dense_counts
 
         if len(self.generations) > 1:
@@ -228,80 +230,24 @@ class AccelTraceRecorder:
 def attach_recorder(handle: MethodHandle) -> AccelTraceRecorder:
     """Record ``handle``'s decisions (see the module docstring); returns the recorder.
 
-    Adds ``handle.accel_trace()`` and puts the replay profile into
-    ``handle.report().extra["accel_profile"]``.
+    Registers the recorder as ``handle``'s trace provider (``handle.accel_trace()``) and
+    a report extra that puts the replay profile into ``handle.report().extra["accel_profile"]``.
     """
     rec = AccelTraceRecorder(handle)
-    name = handle.method.name
-    if name == "exion":
-        _measure_exion(rec)
-    elif name == "cambricon_d":
-        _measure_cambricon_d(rec)
-    base_report = handle.report
 
-    def report():
-        from kaleido.hw.baseline_replay import baseline_profile_from_trace
-
-        r = base_report()
+    def profile_extra() -> dict:
         try:
             prof, notes = baseline_profile_from_trace(rec.trace())
-            r.extra["accel_profile"] = prof.to_dict()
-            if notes:
-                r.extra["accel_profile_notes"] = notes
+            extra = {"accel_profile": prof.to_dict()}
         except ValueError as e:
-            r.extra["accel_profile_error"] = str(e)
-        return r
+            return {"accel_profile_error": str(e)}
+        if notes:
+            extra["accel_profile_notes"] = notes
+        return extra
 
-    handle.report = report
-    handle.accel_trace = rec.trace
+    handle.register_report_extra(RECORDER, profile_extra)
+    handle.register_trace_provider(RECORDER, rec.trace)
     return rec
-
-
-def _measure_exion(rec: AccelTraceRecorder) -> None:
-    h = rec.handle
-    s = h.method.settings
-    if s.ffn_tau > 0:
-        for block in h.transformer.blocks:
-            def pre(module, args):
-                rec.add_tiles(("ffn_in", "ffn_out"), args[0] != 0)  # (B, S, ffn_dim) masked GELU output
-
-            hk = block.ffn.net[2].register_forward_pre_hook(pre)
-            h.add_undo(hk.remove)
-    if s.attn_density < 1.0:
-        from . import exion
-
-        original = exion.masked_attention
-
-        def masked(q, k, v, keep, key_bias=None):
-            rec.add_tiles(("self_qk", "self_pv"), keep)  # (B, H, queries, keys)
-            return original(q, k, v, keep, key_bias)
-
-        exion.masked_attention = masked
-        h.add_undo(lambda: setattr(exion, "masked_attention", original))
-
-
-def _measure_cambricon_d(rec: AccelTraceRecorder) -> None:
-    from .cambricon_d import _LINEARS
-
-    h = rec.handle
-    qmax = 2 ** (h.method.settings.delta_bits - 1) - 1
-    prev: dict[tuple, torch.Tensor] = {}
-    h.on_new_generation(prev.clear)
-    for layer, block in enumerate(h.transformer.blocks):
-        mods = dict(block.named_modules())
-        for _, path, kind in sorted(_LINEARS):
-            def pre(module, args, layer=layer, path=path, kind=kind):
-                x = args[0].detach()
-                key = (layer, path, h.call.slot)
-                p = prev.get(key)
-                if p is not None and p.shape == x.shape:
-                    scale = x.abs().amax().clamp(min=1e-12) / 127.0
-                    out = int(((x - p).abs() > qmax * scale).sum())
-                    rec.add_outliers(kind, out, x.numel())
-                prev[key] = x.clone()
-
-            hk = mods[path].register_forward_pre_hook(pre)
-            h.add_undo(hk.remove)
 
 
 def trace_op_totals(trace) -> dict[str, np.ndarray]:

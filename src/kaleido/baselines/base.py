@@ -28,6 +28,14 @@ itself records ``mac8`` / ``mac_low`` / ``skipped`` from the work it did (kept b
 merged token counts, non-zero deltas...).  Only the transformer blocks' GEMMs are
 counted (patch embedding, time/text embedders and the output head are left out for
 every method alike).
+
+Observers.  What records a method's decisions (the accelerator baselines' trace
+recorder, :mod:`.accel_trace`) attaches by name, never by replacing the handle's or the
+ledger's functions: :meth:`OpLedger.add_observer` sees every count added,
+:meth:`MethodHandle.observe` sees what a method announces with
+:meth:`MethodHandle.notify` (:data:`EVENTS`), :meth:`MethodHandle.register_report_extra`
+adds entries to ``report().extra`` and :meth:`MethodHandle.register_trace_provider`
+answers :meth:`MethodHandle.accel_trace`.
 """
 
 from __future__ import annotations
@@ -39,19 +47,25 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
+from kaleido.ops import BLOCK_OPS, UNIT_OPS
 from kaleido.reuse import OpCounts, TokenGrid
 
-OP_KINDS: tuple[str, ...] = (
-    "self_qk", "self_pv", "cross_qk", "cross_pv",
-    "proj_q", "proj_k", "proj_v", "proj_out", "cross_proj_q", "cross_proj_kv", "cross_proj_out", "ffn_in", "ffn_out",
-)
+#: The ledger's op kinds: the GEMMs of one Wan block (:data:`kaleido.ops.BLOCK_OPS`).
+OP_KINDS: tuple[str, ...] = tuple(k.value for k in BLOCK_OPS)
 ESTIMATE = "estimate"
 #: The units of a Wan block whose execution the handle observes, and the op kinds each covers.
-UNIT_KINDS: dict[str, tuple[str, ...]] = {
-    "attn1": ("self_qk", "self_pv", "proj_q", "proj_k", "proj_v", "proj_out"),
-    "attn2": ("cross_qk", "cross_pv", "cross_proj_q", "cross_proj_kv", "cross_proj_out"),
-    "ffn": ("ffn_in", "ffn_out"),
+UNIT_KINDS: dict[str, tuple[str, ...]] = {u: tuple(k.value for k in ops) for u, ops in UNIT_OPS.items()}
+#: What a method announces to its handle's observers (:meth:`MethodHandle.notify`) -> the arguments.
+EVENTS: dict[str, str] = {
+    "attention keep-mask": "keep (B, H, queries, keys) bool: the (query, key) pairs a self-attention core computes",
 }
+
+
+def _check_new_name(what: str, name: str, taken) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} name must be a non-empty string, got {name!r}")
+    if name in taken:
+        raise ValueError(f"{what} {name!r} is already registered; pick another name or remove that one first")
 
 
 @dataclass(frozen=True)
@@ -114,6 +128,15 @@ class OpLedger:
     def __init__(self, low_bits: int = 8) -> None:
         self.low_bits = int(low_bits)
         self._c: dict[str, list[int]] = {}
+        self._observers: dict[str, Callable[[str, int, int, int], None]] = {}
+
+    def add_observer(self, name: str, fn: Callable[[str, int, int, int], None]) -> None:
+        """Call ``fn(kind, mac8, mac_low, skipped)`` after every :meth:`add`, in registration order."""
+        _check_new_name("ledger observer", name, self._observers)
+        self._observers[name] = fn
+
+    def remove_observer(self, name: str) -> None:
+        self._observers.pop(name, None)
 
     def add(self, kind: str, mac8: int = 0, mac_low: int = 0, skipped: int = 0) -> None:
         if kind not in OP_KINDS and kind != ESTIMATE:
@@ -124,6 +147,8 @@ class OpLedger:
         c[0] += int(mac8)
         c[1] += int(mac_low)
         c[2] += int(skipped)
+        for fn in self._observers.values():
+            fn(kind, mac8, mac_low, skipped)
 
     def op_counts(self) -> dict[str, OpCounts]:
         return {k: OpCounts(("total",), (c[0],), (c[1],), (c[2],), self.low_bits) for k, c in self._c.items()}
@@ -197,6 +222,9 @@ class MethodHandle:
         self._new_generation_callbacks: list[Callable[[], None]] = []
         self._removed = False
         self.call_checks: list[Callable[[CallInfo], None]] = []
+        self._observers: dict[str, dict[str, Callable[..., None]]] = {e: {} for e in EVENTS}
+        self._report_extras: dict[str, Callable[[], dict]] = {}
+        self._trace_providers: dict[str, Callable[[], Any]] = {}
         h = transformer.register_forward_pre_hook(self._pre_call, with_kwargs=True)
         self._undo.append(h.remove)
         for block in transformer.blocks:
@@ -263,10 +291,53 @@ class MethodHandle:
     def add_undo(self, fn: Callable[[], None]) -> None:
         self._undo.append(fn)
 
+    # -- observers --------------------------------------------------------------------
+    def _event(self, event: str) -> dict[str, Callable[..., None]]:
+        try:
+            return self._observers[event]
+        except KeyError:
+            raise ValueError(f"unknown handle event {event!r}; known: {sorted(EVENTS)}") from None
+
+    def observe(self, event: str, name: str, fn: Callable[..., None]) -> None:
+        """Call ``fn(*args)`` whenever the method announces ``event`` (:data:`EVENTS`); undone by :meth:`remove`."""
+        observers = self._event(event)
+        _check_new_name(f"{event!r} observer", name, observers)
+        observers[name] = fn
+        self.add_undo(lambda: observers.pop(name, None))
+
+    def notify(self, event: str, *args: Any) -> None:
+        """Announce ``event`` (:data:`EVENTS`) with ``args`` to every observer of it, in registration order."""
+        for fn in self._event(event).values():
+            fn(*args)
+
+    def register_report_extra(self, name: str, fn: Callable[[], dict]) -> None:
+        """:meth:`report` adds the entries of ``fn()`` to ``extra`` (after the handle's own), also after removal."""
+        _check_new_name("report extra", name, self._report_extras)
+        self._report_extras[name] = fn
+
+    def register_trace_provider(self, name: str, fn: Callable[[], Any]) -> None:
+        """:meth:`accel_trace` returns ``fn()`` (a recorder's ``ReuseTrace``); one provider per handle."""
+        if self._trace_providers:
+            raise ValueError(f"trace provider {name!r}: this handle already has {sorted(self._trace_providers)}; "
+                             "a handle records one trace")
+        _check_new_name("trace provider", name, self._trace_providers)
+        self._trace_providers[name] = fn
+
     # -- results ----------------------------------------------------------------------
     def report(self) -> MethodReport:
-        return MethodReport(self.method.name, self.method.settings_dict(), self.ledger.op_counts(), self.calls,
-                            dict(self.extra))
+        r = MethodReport(self.method.name, self.method.settings_dict(), self.ledger.op_counts(), self.calls,
+                         dict(self.extra))
+        for fn in self._report_extras.values():
+            r.extra.update(fn())
+        return r
+
+    def accel_trace(self):
+        """The :class:`~kaleido.integrations.trace.ReuseTrace` of the method's decisions, from its recorder."""
+        if not self._trace_providers:
+            raise ValueError(f"{self.method.name} records no accelerator trace; accel_trace() serves the methods "
+                             "that attach a recorder (kaleido.baselines.accel_trace: adaptiv, exion, cambricon_d)")
+        (fn,) = self._trace_providers.values()
+        return fn()
 
     def remove(self) -> None:
         """Undo everything :meth:`Method.apply` did, in reverse order."""

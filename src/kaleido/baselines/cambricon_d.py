@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from ._hooks import replace_forward
-from .accel_trace import attach_recorder
+from .accel_trace import AccelTraceRecorder, attach_recorder
 from .base import Method, MethodHandle, check_range
 
 _LINEARS = {  # (unit, module path inside the block, op kind)
@@ -58,7 +58,8 @@ class CambriconD(Method):
 
     def _install(self, handle: MethodHandle) -> None:
         s = self.settings
-        attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
+        rec = attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
+        _record_outliers(handle, rec)
         state: dict[tuple, tuple[torch.Tensor, torch.Tensor, int]] = {}  # (layer, path, slot) -> (x_ref, y_ref, step)
         handle.on_new_generation(state.clear)
         qmax = 2 ** (s.delta_bits - 1) - 1
@@ -95,3 +96,26 @@ class CambriconD(Method):
                     return y
 
                 replace_forward(handle, lin, "kaleido_cambricon_d", forward)
+
+
+def _record_outliers(handle: MethodHandle, rec: AccelTraceRecorder) -> None:
+    """Feed ``rec`` each differential linear's outlier count: input entries whose step-to-step
+    difference, at the input's int8 scale (``max|x| / 127``), does not fit ``delta_bits`` signed bits."""
+    qmax = 2 ** (handle.method.settings.delta_bits - 1) - 1
+    prev: dict[tuple, torch.Tensor] = {}
+    handle.on_new_generation(prev.clear)
+    for layer, block in enumerate(handle.transformer.blocks):
+        mods = dict(block.named_modules())
+        for _, path, kind in sorted(_LINEARS):
+            def pre(module, args, layer=layer, path=path, kind=kind):
+                x = args[0].detach()
+                key = (layer, path, handle.call.slot)
+                p = prev.get(key)
+                if p is not None and p.shape == x.shape:
+                    scale = x.abs().amax().clamp(min=1e-12) / 127.0
+                    out = int(((x - p).abs() > qmax * scale).sum())
+                    rec.add_outliers(kind, out, x.numel())
+                prev[key] = x.clone()
+
+            hk = mods[path].register_forward_pre_hook(pre)
+            handle.add_undo(hk.remove)

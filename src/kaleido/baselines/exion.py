@@ -17,7 +17,10 @@ from the masks; the predictions (``S*S*head_dim`` per head) are charged as
 ``estimate`` at 1/4 of an 8x8 MAC each (a 4-bit exponent adder, by the width rule
 4x4/64 - our assumption, not EXION's figure).  ``attn_density = 1`` turns it off.
 ConMerge (EXION's compaction of sparse rows for its hardware) is a dataflow matter
-and lives in the accelerator model, not here.
+and lives in the accelerator model (:mod:`kaleido.hw.designs.exion`), not here; what
+that model needs from a run (per-tile column unions of the FFN mask and of the
+attention keep-mask, announced as the handle's ``"attention keep-mask"`` event) is
+fed to the trace recorder (:mod:`.accel_trace`) from here.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from ._hooks import replace_forward
-from .accel_trace import attach_recorder
+from .accel_trace import RECORDER, AccelTraceRecorder, attach_recorder
 from .base import Method, MethodHandle, check_range
 from .wan_attention import AttnContext, install_self_attention, masked_attention, record_pairs
 
@@ -75,7 +78,8 @@ class Exion(Method):
 
     def _install(self, handle: MethodHandle) -> None:
         s = self.settings
-        attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
+        rec = attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
+        _record_tile_unions(handle, rec)
         if s.attn_density < 1.0:
             self._install_attention(handle)
         if s.ffn_tau > 0:
@@ -93,6 +97,7 @@ class Exion(Method):
             keep = torch.zeros(B, H, S, S, dtype=torch.bool).scatter_(-1, top, True)
             record_pairs(handle, int(keep.sum()), B * H * S * S, d)
             handle.ledger.add("estimate", mac8=math.ceil(B * H * S * S * d / 4))
+            handle.notify("attention keep-mask", keep)
             return masked_attention(q, k, v, keep)
 
         install_self_attention(handle, core, s.dense_steps)
@@ -131,3 +136,18 @@ class Exion(Method):
                 return out_lin(h * mask)
 
             replace_forward(handle, ff, "kaleido_exion_ffn", ffn_forward)
+
+
+def _record_tile_unions(handle: MethodHandle, rec: AccelTraceRecorder) -> None:
+    """Feed ``rec`` the tile unions of the FFN's masked activations and of the attention keep-mask."""
+    s = handle.method.settings
+    if s.ffn_tau > 0:
+        for block in handle.transformer.blocks:
+            def pre(module, args):
+                rec.add_tiles(("ffn_in", "ffn_out"), args[0] != 0)  # (B, S, ffn_dim) masked GELU output
+
+            hk = block.ffn.net[2].register_forward_pre_hook(pre)
+            handle.add_undo(hk.remove)
+    if s.attn_density < 1.0:
+        handle.observe("attention keep-mask", RECORDER,
+                       lambda keep: rec.add_tiles(("self_qk", "self_pv"), keep))  # (B, H, queries, keys)
