@@ -1,6 +1,8 @@
 """Turn a ``kaleido.integrations.trace.ReuseTrace`` into a simulator :class:`Profile`.
 
-The integration's op names map onto :data:`kaleido.hw.workloads.OP_KINDS`; rows of
+The integration's op names map onto :data:`kaleido.hw.workloads.OP_KINDS` by
+:data:`kaleido.ops.HW_KIND_OF`, the reusable ones only (``cross_proj_kv``, the text-side
+key/value projections, stays the workload's dense GEMM whatever the trace says); rows of
 non-grid (text) tokens are removed from the counts (a profile counts video rows
 only); op kinds of the workload the trace did not record are kept dense and listed
 in the returned notes.  A record with ``enabled`` false ran densely: its rows count
@@ -10,17 +12,15 @@ whose records are all disabled is dense (``None``: no decision-unit charge at al
 
 from __future__ import annotations
 
+from kaleido.ops import HW_KIND_OF, SWITCH_OF
 from kaleido.reuse import Mode, ModeStats
 
 from .profile import OpProfile, Profile
 from .workloads import Workload
 
-TRACE_OP_TO_KIND = {
-    "self_qk": "self_attn_qk", "cross_qk": "cross_attn_qk", "self_pv": "self_attn_pv", "cross_pv": "cross_attn_pv",
-    "proj_q": "proj_q", "proj_k": "proj_k", "proj_v": "proj_v", "proj_out": "proj_out",
-    "cross_proj_q": "cross_proj_q", "cross_proj_out": "cross_proj_out",
-    "ffn_in": "ffn_up", "ffn_out": "ffn_down", "fused_out": "ffn_down",
-}
+#: Trace op name -> simulator workload op kind, for the ops a KaleidoConfig switch can reuse.
+TRACE_OP_TO_KIND: dict[str, str] = {op: kind for op, kind in HW_KIND_OF.items() if op in SWITCH_OF}
+_REUSABLE_KINDS = frozenset(TRACE_OP_TO_KIND.values())
 
 
 def _grid_only(rec) -> ModeStats:
@@ -91,7 +91,7 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
                               per_step_decided=share if len(ordered) > 1 else [])
     if workload is not None:
         for k in workload.op_kinds():
-            if k not in ops and k != "cross_proj_kv":
+            if k not in ops and k in _REUSABLE_KINDS:
                 ops[k] = None
                 notes.append(f"op kind {k!r} not in the trace: simulated dense")
     model = str(trace.meta.get("model_class", "trace"))

@@ -15,23 +15,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-#: Every op kind a workload can contain, with what its ``A`` operand is.
-OP_KINDS: dict[str, str] = {
-    "self_attn_qk": "q . k^T of self-attention (A = q, RoPE groups where the model has RoPE)",
-    "self_attn_pv": "P . V of self-attention (A = P)",
-    "cross_attn_qk": "q . k^T of cross-attention to the text (A = q of video tokens)",
-    "cross_attn_pv": "P . V of cross-attention (A = P)",
-    "proj_q": "query projection (A = activations)",
-    "proj_k": "key projection (A = activations)",
-    "proj_v": "value projection (A = activations)",
-    "proj_out": "attention output projection (A = attention output)",
-    "cross_proj_q": "cross-attention query projection (A = video activations)",
-    "cross_proj_kv": "cross-attention key/value projections of the text (A = text, never reused)",
-    "cross_proj_out": "cross-attention output projection",
-    "ffn_up": "FFN / MLP first linear (A = activations)",
-    "ffn_down": "FFN / MLP second linear (A = hidden activations)",
-}
-ATTENTION_KINDS = ("self_attn_qk", "self_attn_pv", "cross_attn_qk", "cross_attn_pv")
+from kaleido.ops import HW_KIND_OF, HW_OPS, OpKind
+
+#: Every op kind a workload can contain, with what its ``A`` operand is (:data:`kaleido.ops.HW_OPS`).
+OP_KINDS: dict[str, str] = HW_OPS
+ATTENTION_KINDS: tuple[str, ...] = tuple(
+    HW_KIND_OF[k.value] for k in (OpKind.SELF_QK, OpKind.SELF_PV, OpKind.CROSS_QK, OpKind.CROSS_PV)
+)
 
 
 @dataclass(frozen=True)

@@ -49,29 +49,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from kaleido.ops import SWITCH_OF, SWITCHES
 from kaleido.reuse.config import ReuseConfig
 from kaleido.reuse.grid import Axis
 
 CONFIG_VERSION = 1
 
-#: Op switches of a KaleidoConfig (keys of ``ops``).
-OP_SWITCHES = ("self_qk", "cross_qk", "proj", "ffn", "pv")
-#: Op names recorded in traces -> the switch that controls them.
-OP_SWITCH_OF = {
-    "self_qk": "self_qk",
-    "cross_qk": "cross_qk",
-    "self_pv": "pv",
-    "cross_pv": "pv",
-    "proj_q": "proj",
-    "proj_k": "proj",
-    "proj_v": "proj",
-    "proj_out": "proj",
-    "cross_proj_q": "proj",
-    "cross_proj_out": "proj",
-    "ffn_in": "ffn",
-    "ffn_out": "ffn",
-    "fused_out": "ffn",
-}
+#: Op switches of a KaleidoConfig (keys of ``ops``): :data:`kaleido.ops.SWITCHES`.
+OP_SWITCHES = SWITCHES
+#: Op names recorded in traces -> the switch that controls them: :data:`kaleido.ops.SWITCH_OF`.
+OP_SWITCH_OF = SWITCH_OF
 _REUSE_KEYS = tuple(f.name for f in fields(ReuseConfig))
 _OP_KEYS = ("enabled", "groups", "chunk_size", "axes") + _REUSE_KEYS
 _GROUP_KINDS = ("rope", "chunk")
