@@ -99,20 +99,29 @@ class LinearReuseHook(ModelHook):
 
 
 class DenseCounter:
-    """Forward hook counting the dense MACs of a linear or conv layer Kaleido leaves alone."""
+    """Forward hook counting the dense MACs of a linear or conv layer Kaleido leaves alone.
+
+    Its records carry the op the adapter names the layer by (:meth:`ModelAdapter.dense_op
+    <kaleido.integrations.registry.ModelAdapter.dense_op>`: ``cross_proj_kv`` for Wan's text-side
+    key/value projections, ``dense`` for every other layer).
+    """
 
     def __init__(self, runtime: KaleidoRuntime, name: str, layer: int):
         self.runtime = runtime
         self.name = name
         self.layer = layer
+        self.op = runtime.adapter.dense_op(name)
 
     def __call__(self, module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
         if self.runtime.call is None or not isinstance(output, torch.Tensor):
             return
         if isinstance(module, torch.nn.Linear):
-            rows = output.numel() // max(1, module.out_features)
-            self.runtime.record_other_dense(self.name, self.layer, rows, module.in_features, module.out_features)
+            k, n = module.in_features, module.out_features
         elif isinstance(module, torch.nn.modules.conv._ConvNd):
-            k = module.in_channels // module.groups * math.prod(module.kernel_size)
-            rows = output.numel() // max(1, module.out_channels)
-            self.runtime.record_other_dense(self.name, self.layer, rows, k, module.out_channels)
+            k, n = module.in_channels // module.groups * math.prod(module.kernel_size), module.out_channels
+        else:
+            return
+        rows = output.numel() // max(1, n)
+        if rows > 0 and k > 0 and n > 0:
+            self.runtime.record_dense(layer=self.layer, op=self.op, module=self.name, batch=1, heads=1, rows=rows,
+                                      dim=k, n_cols=n)

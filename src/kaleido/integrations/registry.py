@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 
+from kaleido.ops import OpKind
 from kaleido.reuse.grid import TokenGrid
 
 #: transformer class name -> adapter class
@@ -150,6 +151,22 @@ class ModelAdapter:
                 return offset + int(parts[1])
             offset += len(getattr(model, attr))
         return -1
+
+    #: ``(submodule path in a block, op kind)`` of linears Kaleido leaves dense but names in traces
+    #: (Wan's cross-attention key/value projections of the text: ``cross_proj_kv``); every other
+    #: unpatched linear / conv layer is recorded as ``dense``
+    dense_linears: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    def dense_op(self, name: str) -> str:
+        """Trace op of the unpatched linear / conv layer called ``name`` (its :attr:`dense_linears` kind
+        when ``name`` is ``<block list>.<i>.<path>``, else ``dense``)."""
+        parts = name.split(".")
+        if len(parts) > 2 and parts[0] in self.block_lists and parts[1].isdigit():
+            path = ".".join(parts[2:])
+            for p, op in self.dense_linears:
+                if p == path:
+                    return op
+        return OpKind.DENSE.value
 
     def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
         raise NotImplementedError

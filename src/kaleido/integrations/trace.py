@@ -22,12 +22,11 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import torch
 
+from kaleido.ops import SWITCH_OF, OpKind
 from kaleido.reuse.groups import ChannelGroups
 from kaleido.reuse.grid import TokenGrid
 from kaleido.reuse.modes import MAX_PATTERN_GROUPS, Mode, ModeMap, ModeStats
 from kaleido.reuse.opcounts import OpCounts
-
-from .config import OP_SWITCH_OF
 
 TRACE_FORMAT = "kaleido-reuse-trace"
 #: version 3 stores only the PARTIAL and FULL counts of each (head, group) (COMPUTE is the rest of
@@ -36,8 +35,8 @@ TRACE_FORMAT = "kaleido-reuse-trace"
 #: and version 1 (dense histograms, int64) still load
 TRACE_FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
-#: Op name of GEMMs Kaleido never reuses (text tokens, embeddings, other linears).
-DENSE_OP = "dense"
+#: Op name of GEMMs Kaleido never reuses (text tokens, embeddings, other linears): :attr:`OpKind.DENSE`.
+DENSE_OP = OpKind.DENSE.value
 #: Columns of the ``records`` table, in order.
 RECORD_COLUMNS = (
     "step", "context", "layer", "op", "module", "batch", "heads", "rows", "n_cols",
@@ -272,14 +271,15 @@ class ReuseTrace:
     def op_kind_stats(self, include_dense: bool = False) -> dict[str, ModeStats]:
         """Per op kind, the :class:`ModeStats` summed over steps, layers, contexts and heads.
 
-        Ops Kaleido can reuse only (``self_qk``, ``proj_q``, ...), disabled layers and
-        warm-up steps included as COMPUTE rows; ``include_dense`` adds :data:`DENSE_OP`
-        (not additive across its shapes: only when they share one layout).
+        Ops Kaleido can reuse only (those a config switch controls: ``self_qk``, ``proj_q``,
+        ...), disabled layers and warm-up steps included as COMPUTE rows; ``include_dense``
+        adds the never-reused ones, :data:`DENSE_OP` and ``cross_proj_kv`` (not additive
+        across their shapes: only when they share one layout).
         Raises ``ValueError`` when one op kind mixes channel-group layouts.
         """
         out: dict[str, ModeStats] = {}
         for r in self.records:
-            if r.op == DENSE_OP and not include_dense:
+            if r.op not in SWITCH_OF and not include_dense:
                 continue
             s = r.stats()
             if r.op in out:
@@ -312,6 +312,8 @@ class ReuseTrace:
     def summary(self) -> dict[str, Any]:
         """Reuse statistics for reports: per op kind and for the whole transformer.
 
+        ``reusable_ops``: the ops a config switch controls (never-reused ones, :data:`DENSE_OP` and
+        ``cross_proj_kv``, only in ``whole_transformer``);
         ``mode_fractions``: fraction of (row, group) decisions in each mode;
         ``mac_fractions``: fraction of dense MACs done at 8x8, at low_bits x 8, skipped;
         ``saved_fraction``: 8-bit-equivalent MACs saved against dense.
@@ -324,10 +326,10 @@ class ReuseTrace:
         kinds = self.op_kind_counts()
         for op, m in sorted(kinds.items()):
             per_op[op] = {**m.to_dict(), "mode_fractions": _mode_fractions(counts[op])}
-            per_op[op]["switch"] = OP_SWITCH_OF.get(op, None)
+            per_op[op]["switch"] = SWITCH_OF.get(op, None)
         reuse_total = MacTotals()
         for op, m in kinds.items():
-            if op != DENSE_OP:
+            if op in SWITCH_OF:
                 reuse_total = reuse_total + m
         return {
             "per_op": per_op,

@@ -15,8 +15,9 @@ Wan's pipeline calls the transformer separately for "cond" and "uncond" inside
 
 from __future__ import annotations
 
-
 import torch
+
+from kaleido.ops import OpKind
 
 from .processors import KaleidoProcessorBase, record_dense_attention, reuse_attend
 from .registry import (AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites, ffn_linears,
@@ -116,6 +117,8 @@ class WanAdapter(ModelAdapter):
     model_classes = ("WanTransformer3DModel",)
     text_position = "none"
     stock_processors = ("WanAttnProcessor", "WanAttnProcessor2_0")
+    # cross-attention keys and values are projections of the text: dense, named for the ledgers
+    dense_linears = (("attn2.to_k", OpKind.CROSS_PROJ_KV.value), ("attn2.to_v", OpKind.CROSS_PROJ_KV.value))
 
     def rope_split(self, model: torch.nn.Module) -> tuple[int, int, int]:
         rope = model.rope
