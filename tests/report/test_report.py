@@ -14,7 +14,7 @@ from kaleido.report import build_report
 def rows_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("rows")
     grid = {"tome": [{"ratio": 0.3}, {"ratio": 0.6}], "block_topk": [{"density": 0.3, "block_size": 8}],
-            "taylorseer": [{"cache_interval": 2}], "kaleido": [{"theta1": 8, "theta2": 8}],
+            "taylorseer": [{"cache_interval": 2}], "kaleido": [{"theta1": 8, "theta2": 8, "low_bits": 4}],
             "exion": [{"attn_density": 0.5}], "adaptiv": [{"tau": 0.6}], "cambricon_d": [{"delta_bits": 4}]}
     for p in build_points("random-wan", list(grid), 1, (0,), {"num_inference_steps": 2, "max_sequence_length": 16}, grid):
         run_point(p.to_dict(), str(d))
@@ -108,7 +108,7 @@ def test_compacted_rows_give_the_same_report(tmp_path):
 
     from kaleido.compare.analysis import aggregate, compact_rows, load_rows
 
-    grid = {"kaleido": [{"theta1": 8, "theta2": 8}], "adaptiv": [{"tau": 0.6}]}
+    grid = {"kaleido": [{"theta1": 8, "theta2": 8, "low_bits": 4}], "adaptiv": [{"tau": 0.6}]}
     for p in build_points("random-wan", list(grid), 1, (0, 1), {"num_inference_steps": 2, "max_sequence_length": 16}, grid):
         run_point(p.to_dict(), str(tmp_path))
     before = {(a.method, a.label): (a.psnr, a.self_qk_saved, a.thumbs) for a in aggregate(load_rows(tmp_path))}

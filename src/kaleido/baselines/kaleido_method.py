@@ -1,35 +1,67 @@
 """Kaleido itself behind the baselines' :class:`~kaleido.baselines.base.Method` interface.
 
-``KaleidoMethod(theta1=2, theta2=8, ...)`` applies :func:`kaleido.apply` with a
-:class:`~kaleido.integrations.KaleidoConfig` built from the settings, and its report
-takes each op kind's MAC counts from Kaleido's own ``ReuseTrace`` (the mode counts
-the reuse decisions produced), so Kaleido and the baselines are charged in the same
-8-bit-equivalent units per op kind.  Op kinds the trace does not cover inside the
-blocks (e.g. cross-attention k/v projections of the text, counted by Kaleido as plain
-dense GEMMs) keep the handle's own execution-based count.  The trace's per-kind dense
-MACs are checked against the handle's shape model, so a mismatch in accounting fails
-loudly instead of skewing the comparison.
+``KaleidoMethod(theta1=16, theta2=32, ...)`` applies :func:`kaleido.apply` with a
+:class:`~kaleido.integrations.KaleidoConfig` built from the flat settings (one threshold
+pair and one ``low_bits`` for every op; their defaults are ``KaleidoConfig()``'s base
+reuse settings and op switches), and its report takes each op kind's MAC counts from
+Kaleido's own ``ReuseTrace`` (the mode counts the reuse decisions produced), so Kaleido
+and the baselines are charged in the same 8-bit-equivalent units per op kind.  A trace
+record inside the blocks whose op is a block op kind (:data:`kaleido.ops.BLOCK_OPS`;
+the Wan adapter names the text-side key/value projections ``cross_proj_kv``) counts for
+that kind; op kinds the trace does not cover keep the handle's own execution-based
+count.  The trace's per-kind dense MACs are checked against the handle's shape model,
+so a mismatch in accounting fails loudly instead of skewing the comparison.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from .base import OP_KINDS, Method, MethodHandle, MethodReport, check_range
+from kaleido.ops import BLOCK_OPS, SWITCHES
+
+from .base import Method, MethodHandle, MethodReport, check_range
+
+#: the ReuseConfig keys the flat settings set for every op
+_REUSE_KEYS = ("theta1", "theta2", "low_bits", "metric", "dense_steps")
+_BLOCK_KINDS = frozenset(k.value for k in BLOCK_OPS)
+
+
+@functools.cache
+def _config_defaults() -> Mapping[str, Any]:
+    """``KaleidoConfig()``'s base reuse values and op switches, by flat setting name."""
+    from types import MappingProxyType
+
+    from kaleido.integrations import KaleidoConfig
+
+    cfg = KaleidoConfig()
+    d = {k: getattr(cfg.reuse, k) for k in _REUSE_KEYS}
+    d.update({sw: cfg.ops[sw].enabled for sw in SWITCHES})
+    return MappingProxyType(d)
+
+
+def _default(name: str):
+    return field(default_factory=lambda: _config_defaults()[name])
 
 
 @dataclass(frozen=True)
 class KaleidoSettings:
-    theta1: float = 2.0  # FULL reuse below this (int8 units, L-inf)
-    theta2: float = 8.0  # PARTIAL reuse below this
-    low_bits: int = 4
-    metric: str = "linf"  # "linf" (max |d|) or "mean_abs" (mean |d|) over a group's channels
-    dense_steps: int = 1
-    self_qk: bool = True
-    cross_qk: bool = True
-    proj: bool = True
-    ffn: bool = True
-    pv: bool = False
+    """Kaleido's settings as one flat record: ``theta1`` / ``theta2`` / ``low_bits`` / ``metric`` /
+    ``dense_steps`` apply to every op (the default config's per-op overrides, e.g. self-attention
+    q.k^T's own thresholds, do not), the switches turn op kinds on; defaults: ``KaleidoConfig()``'s
+    base reuse settings and switches."""
+
+    theta1: float = _default("theta1")  # FULL reuse below this (int8 units, L-inf)
+    theta2: float = _default("theta2")  # PARTIAL reuse below this
+    low_bits: int = _default("low_bits")
+    metric: str = _default("metric")  # "linf" (max |d|) or "mean_abs" (mean |d|) over a group's channels
+    dense_steps: int = _default("dense_steps")
+    self_qk: bool = _default("self_qk")
+    cross_qk: bool = _default("cross_qk")
+    proj: bool = _default("proj")
+    ffn: bool = _default("ffn")
+    pv: bool = _default("pv")
 
     def __post_init__(self) -> None:
         check_range("kaleido", "theta1", self.theta1, 0.0, 255.0)
@@ -43,27 +75,16 @@ class KaleidoSettings:
         d = KaleidoConfig().to_dict()
         d["reuse"].update(theta1=float(self.theta1), theta2=float(self.theta2), low_bits=int(self.low_bits),
                           metric=str(self.metric), dense_steps=int(self.dense_steps))
-        for sw in ("self_qk", "cross_qk", "proj", "ffn", "pv"):
+        for sw in SWITCHES:
             d["ops"][sw]["enabled"] = bool(getattr(self, sw))
-            for k in ("theta1", "theta2", "low_bits", "metric", "dense_steps"):  # per-op defaults would win
+            for k in _REUSE_KEYS:  # per-op defaults would win
                 d["ops"][sw][k] = d["reuse"][k]
         return KaleidoConfig.from_dict(d)
 
 
 def _kind_of(record) -> str | None:
-    """Map a trace record inside the blocks to a baseline op kind (None: outside the blocks)."""
-    if record.layer < 0:
-        return None
-    if record.op in OP_KINDS:
-        return record.op
-    mod = record.module or ""
-    for suffix, kind in ((".attn2.to_k", "cross_proj_kv"), (".attn2.to_v", "cross_proj_kv"),
-                         (".attn2.to_q", "cross_proj_q"), (".attn2.to_out.0", "cross_proj_out"),
-                         (".attn1.to_q", "proj_q"), (".attn1.to_k", "proj_k"), (".attn1.to_v", "proj_v"),
-                         (".attn1.to_out.0", "proj_out"), (".net.0.proj", "ffn_in"), (".net.2", "ffn_out")):
-        if mod.endswith(suffix):
-            return kind
-    return None
+    """The baseline op kind of a trace record: its op when that is a block op kind inside the blocks, else None."""
+    return record.op if record.layer >= 0 and record.op in _BLOCK_KINDS else None
 
 
 class _KaleidoHandle(MethodHandle):
@@ -80,7 +101,9 @@ class _KaleidoHandle(MethodHandle):
             return base
         from kaleido.reuse import OpCounts
 
-        trace_calls = {(r.step, r.context) for r in trace.records if r.op == "self_qk" and r.layer == 0}
+        # every transformer call leaves records outside the blocks (patch embedding...), even when a step
+        # cache stacked with Kaleido serves every block unit of the call
+        trace_calls = {(r.step, r.context) for r in trace.records}
         if len(trace_calls) != self.calls:
             raise ValueError(
                 f"the Kaleido trace covers {len(trace_calls)} transformer calls but {self.calls} ran while applied: "
@@ -99,12 +122,15 @@ class _KaleidoHandle(MethodHandle):
             by_kind[kind] = by_kind[kind] + oc if kind in by_kind else oc
         counts = dict(base.op_counts)
         for kind, oc in by_kind.items():
-            mine = counts.get(kind)
-            if mine is not None and mine.dense_macs != oc.dense_macs:
-                raise ValueError(
-                    f"kaleido trace counts {oc.dense_macs} dense MACs for {kind} but the Wan shape model "
-                    f"counts {mine.dense_macs}: the two accountings disagree"
-                )
+            mine = counts.get(kind)  # execution-based: units that ran as computed, the others as skipped
+            if mine is not None:
+                if mine.total_mac8 != oc.dense_macs:
+                    raise ValueError(
+                        f"kaleido trace counts {oc.dense_macs} dense MACs for {kind} but the Wan shape model "
+                        f"counts {mine.total_mac8} in the units that ran: the two accountings disagree"
+                    )
+                # units a stacked step cache served never ran: skipped, on top of Kaleido's own reuse
+                oc = oc + OpCounts(("total",), (0,), (0,), (mine.total_skipped,), oc.low_bits)
             counts[kind] = oc
         extra = dict(base.extra)
         extra["trace_summary_ops"] = sorted(by_kind)

@@ -1,0 +1,36 @@
+"""Kaleido behind the baselines' interface: flat settings derived from KaleidoConfig, ledger kinds from the trace."""
+
+import pytest
+
+from kaleido.baselines import make_method
+from kaleido.baselines.kaleido_method import KaleidoSettings
+from kaleido.integrations import KaleidoConfig
+from kaleido.ops import BLOCK_OPS, SWITCHES
+
+
+def test_flat_defaults_are_the_default_configs_base_and_switches():
+    s, cfg = KaleidoSettings(), KaleidoConfig()
+    assert (s.theta1, s.theta2, s.low_bits, s.metric, s.dense_steps) == (
+        cfg.reuse.theta1, cfg.reuse.theta2, cfg.reuse.low_bits, cfg.reuse.metric, cfg.reuse.dense_steps)
+    assert {sw: getattr(s, sw) for sw in SWITCHES} == {sw: cfg.ops[sw].enabled for sw in SWITCHES}
+    flat = s.to_config()
+    # one threshold pair for every op: the default config's self-attention override is not kept
+    assert all(flat.reuse_config(sw, 0) == cfg.reuse for sw in SWITCHES)
+    assert cfg.reuse_config("self_qk", 0) != cfg.reuse
+    assert KaleidoSettings(theta1=1.0).theta2 == cfg.reuse.theta2
+    with pytest.raises(ValueError, match="theta2"):
+        KaleidoSettings(theta1=cfg.reuse.theta2 + 1)
+
+
+def test_every_block_kind_is_counted_from_the_trace(random_pipe, generate):
+    pipe, _ = random_pipe
+    handle = make_method("kaleido", theta1=64, theta2=64, low_bits=7, metric="mean_abs").apply(pipe.transformer)
+    try:
+        generate()
+    finally:
+        rep = handle.report()
+        handle.remove()
+    # the text-side k/v projections are named cross_proj_kv in the trace: no kind falls back to the shape model
+    assert rep.extra["trace_summary_ops"] == sorted(k.value for k in BLOCK_OPS)
+    assert rep.op_counts["cross_proj_kv"].total_mac_low == 0 and rep.saved_fraction("cross_proj_kv") == 0.0
+    assert rep.saved_fraction("self_qk") > 0
