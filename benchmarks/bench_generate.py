@@ -40,9 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     import kaleido
     from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.evaluation import (
-        EVAL_PROMPTS, GenerationSettings, generate, load_any_pipeline, tiny_defaults,
-    )
+    from kaleido.integrations.evaluation import EVAL_PROMPTS, GenerationSettings, generate, tiny_defaults
+    from kaleido.tiny.pipeline import load_pipeline
 
     if args.model == "random":
         from kaleido.integrations.testing import tiny_random_wan_pipeline
@@ -50,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         pipe = tiny_random_wan_pipeline()
         settings = tiny_defaults()
     else:
-        pipe = load_any_pipeline(args.model)
+        pipe = load_pipeline(args.model)
         # the miniature pipeline's demo settings, for any model (a real Wan's defaults are 480p x 81 frames)
         settings = GenerationSettings() if args.pipeline_defaults else tiny_defaults()
     if args.steps:

@@ -46,8 +46,9 @@ def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
 
 
 def load_pipeline_arg(model: str, device: str, dtype: str):
-    """:func:`kaleido.integrations.evaluation.load_any_pipeline`, with a bad ``--model`` as a usage error."""
-    from kaleido.integrations.evaluation import load_any_pipeline, show_progress
+    """:func:`kaleido.tiny.pipeline.load_pipeline`, with a bad ``--model`` as a usage error."""
+    from kaleido.integrations.evaluation import show_progress
+    from kaleido.tiny.pipeline import load_pipeline
 
     if not show_progress(None):  # a log, not a terminal: no loading bars from diffusers / transformers either
         import diffusers.utils.logging
@@ -56,6 +57,6 @@ def load_pipeline_arg(model: str, device: str, dtype: str):
         diffusers.utils.logging.disable_progress_bar()
         transformers.utils.logging.disable_progress_bar()
     try:
-        return load_any_pipeline(model, device=device, dtype=dtype)
+        return load_pipeline(model, device=device, dtype=dtype)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--model") from None

@@ -3,14 +3,12 @@
 * ``"random-wan"``: a tiny *randomly initialised* ``WanPipeline`` built in code (no
   download, no files): the development and test pipeline.  Its videos are noise, but
   every baseline and Kaleido see exactly the same model, prompt embeddings and seed.
-* ``"tiny"``: the miniature trained Wan pipeline shipped with Kaleido
-  (:func:`kaleido.tiny.pipeline.load_pipeline`).
-* a local directory: ``WanPipeline.from_pretrained(path)`` (safetensors only).
+* ``"tiny"`` (the miniature trained Wan pipeline shipped with Kaleido) or a local pipeline folder:
+  loaded by the one loader, :func:`kaleido.tiny.pipeline.load_pipeline`, with its errors.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
@@ -42,12 +40,7 @@ def pipeline_fingerprint(name: str) -> str:
 
     if name == "random-wan":
         return "random-wan:" + hashlib.sha256(repr(["testing.tiny_random_wan_pipeline", sorted(RANDOM_WAN_TRANSFORMER.items())]).encode()).hexdigest()[:12]
-    if name == "tiny":
-        from kaleido.tiny.pipeline import tiny_pipeline_path
-
-        folder = tiny_pipeline_path()
-    else:
-        folder = Path(os.path.expanduser(name))
+    folder = Path(_resolve(name))
     files = sorted((folder / "transformer").glob("*.safetensors"))
     if not files:
         raise ValueError(f"pipeline {name!r}: no transformer/*.safetensors under {folder} to fingerprint")
@@ -57,24 +50,28 @@ def pipeline_fingerprint(name: str) -> str:
     return f"{name}:{h.hexdigest()[:16]}"
 
 
-def load_pipeline(name: str):
-    """``(pipeline, default call kwargs)`` for ``name``: ``random-wan``, ``tiny`` or a local directory."""
+def _resolve(name: str) -> str:
+    """The folder of ``name`` (``"tiny"`` or a local pipeline folder), as the loader resolves it."""
+    from kaleido.tiny.pipeline import resolve_model
+
+    try:
+        folder = resolve_model(name)
+    except ValueError as e:
+        raise ValueError(f"{e} (or 'random-wan', the tiny random test pipeline)") from None
+    if not Path(folder).is_dir():
+        raise ValueError(f"pipeline {name!r}: a comparison runs on local weights; download it "
+                         f"(`hf download {name} --local-dir DIR`) and pass DIR, or use 'tiny' or 'random-wan'")
+    return folder
+
+
+def load_pipeline(name: str) -> tuple:
+    """``(pipeline, default call kwargs)`` for ``name``: ``random-wan``, ``tiny`` or a local pipeline folder."""
     if name == "random-wan":
         return build_random_wan_pipeline(), dict(RANDOM_WAN_CALL)
-    if name == "tiny":
-        try:
-            from kaleido.tiny import pipeline as tiny_pipeline
-        except ImportError as e:  # the miniature model ships with kaleido.tiny
-            raise ValueError(f"pipeline 'tiny' needs kaleido.tiny.pipeline, which failed to import ({e}); "
-                             "use --pipeline random-wan") from None
-        pipe = tiny_pipeline.load_pipeline("tiny")
-        pipe.set_progress_bar_config(disable=True)
-        return pipe, tiny_pipeline.TINY_DEMO.to_dict()
-    path = Path(os.path.expanduser(name))
-    if path.is_dir():
-        from diffusers import WanPipeline
+    from kaleido.tiny.pipeline import TINY_DEMO
+    from kaleido.tiny.pipeline import load_pipeline as load
 
-        pipe = WanPipeline.from_pretrained(str(path), use_safetensors=True)
-        pipe.set_progress_bar_config(disable=True)
-        return pipe, {}
-    raise ValueError(f"unknown pipeline {name!r}: use 'random-wan', 'tiny' or a local WanPipeline directory")
+    _resolve(name)
+    pipe = load(name)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, (TINY_DEMO.to_dict() if name == "tiny" else {})

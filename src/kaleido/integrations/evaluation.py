@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 import warnings
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 
 from kaleido.metrics import VideoComparison, compare_videos
+from kaleido.tiny.pipeline import load_pipeline as load_any_pipeline  # noqa: F401  (the old name; tests still import it)
 
 from .apply import apply, get_trace, remove
 from .config import KaleidoConfig
@@ -46,7 +46,6 @@ CALIBRATION_PROMPTS: tuple[str, ...] = (
     "a red triangle rotating on a checkered background",
     "a blue circle moving left on a cloudy background",
 )
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -94,36 +93,6 @@ def settings_for(model: str, **overrides: Any) -> GenerationSettings:
         if v is not None:
             setattr(settings, name, v)
     return settings
-
-
-def load_any_pipeline(model: str, device: str = "cpu", dtype: str = "fp32"):
-    """``"tiny"`` (shipped), a local diffusers folder, or a hub id -> a pipeline on ``device``.
-
-    Wan folders and ids go through :func:`kaleido.tiny.pipeline.load_pipeline` (VAE in
-    float32 for real checkpoints); other pipelines through ``DiffusionPipeline``.
-    """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not one of {list(DTYPES)}")
-    from kaleido.device import check_device
-
-    check_device(device)  # before a download or a load that would fail at .to(device)
-    torch_dtype = DTYPES[dtype]
-    from kaleido.tiny.pipeline import dtype_kwarg, from_pretrained, load_pipeline
-
-    if model == "tiny":
-        return load_pipeline("tiny", device=device, dtype=torch_dtype)
-    index = Path(model) / "model_index.json"
-    if os.path.isdir(model):
-        if not index.is_file():
-            raise ValueError(f"{model!r} is a folder without model_index.json: pass a diffusers pipeline folder")
-        cls = json.loads(index.read_text()).get("_class_name", "")
-        if cls in ("WanPipeline", "TinyWanPipeline"):  # TinyWanPipeline: a saved load_pipeline("tiny")
-            return load_pipeline(model, device=device, dtype=torch_dtype)
-    elif model.count("/") != 1 or model.startswith((".", "/")):
-        raise ValueError(f"model {model!r} is neither 'tiny', an existing pipeline folder, nor a hub id like 'org/name'")
-    from diffusers import DiffusionPipeline
-
-    return from_pretrained(DiffusionPipeline, model, **dtype_kwarg(torch_dtype)).to(device)
 
 
 class TransformerTimer:

@@ -1,17 +1,21 @@
-"""Load the shipped tiny Wan pipeline, a local diffusers folder, or a hub checkpoint.
+"""The one pipeline loader - the shipped tiny Wan pipeline, a local diffusers folder, or a hub checkpoint -
+and the tiny pipeline's call defaults.
 
 ``load_pipeline("tiny")`` loads the pipeline trained by ``kaleido train-tiny`` that ships inside
 the package (``tiny_pipeline_path()``), offline. Any other value is a local diffusers folder or
-a hub id (e.g. ``"Wan-AI/Wan2.1-T2V-1.3B-Diffusers"``), loaded the way diffusers documents for
-Wan 2.1 (VAE kept in float32, the rest in ``dtype``). ``TINY_DEMO`` holds the generation settings
-the tiny model was trained for, and ``load_pipeline("tiny")`` returns a :class:`TinyWanPipeline`:
-a ``WanPipeline`` whose call defaults are ``TINY_DEMO`` (17 frames of 64x64, 25 steps, 16 text
-tokens) instead of Wan 2.1's 480x832 x 81 frames x 50 steps, so ``pipe("a prompt")`` runs the
-miniature model at the size it was trained for; every keyword still overrides. It also warns
-(:class:`PromptWarning`) about prompt words outside its vocabulary, which it would read as ``<unk>``.
+a hub id (e.g. ``"Wan-AI/Wan2.1-T2V-1.3B-Diffusers"``); a Wan pipeline is loaded the way diffusers
+documents for Wan 2.1 (VAE kept in float32, the rest in ``dtype``), any other class through
+``DiffusionPipeline``. Every ``--model`` of the ``kaleido`` command, and the comparison's pipelines, load here.
+``TINY_DEMO`` holds the generation settings the tiny model was trained for, and ``load_pipeline("tiny")``
+returns a :class:`TinyWanPipeline`: a ``WanPipeline`` whose call defaults are ``TINY_DEMO`` (17 frames of
+64x64, 25 steps, 16 text tokens) instead of Wan 2.1's 480x832 x 81 frames x 50 steps, so
+``pipe("a prompt")`` runs the miniature model at the size it was trained for; every keyword still
+overrides. It also warns (:class:`PromptWarning`) about prompt words outside its vocabulary, which it
+would read as ``<unk>``.
 
-Every loader error a user can cause - a folder without ``model_index.json``, a hub id that is not
-cached while ``HF_HUB_OFFLINE=1``, a repository that does not exist - is a one-line ``ValueError``.
+Every loader error a user can cause - a folder without ``model_index.json``, a name that is no folder
+or hub id, a hub id that is not cached while ``HF_HUB_OFFLINE=1``, a repository that does not exist, an
+unknown dtype or an absent device - is a one-line ``ValueError`` (docs/errors.md lists them).
 """
 
 from __future__ import annotations
@@ -129,19 +133,33 @@ def tiny_pipeline_path() -> Path:
 
 
 def resolve_model(model: str) -> str:
-    """``"tiny"`` -> the shipped folder; an existing local folder -> itself; otherwise a hub id."""
+    """``"tiny"`` -> the shipped folder; an existing local folder (``~`` expanded) -> itself; otherwise a hub id."""
     if model == "tiny":
         path = tiny_pipeline_path()
         if not (path / "model_index.json").exists():
             raise ValueError(f"the tiny pipeline is missing at {path}; run `kaleido train-tiny --ship` to build it")
         return str(path)
-    if os.path.isdir(model):
-        if not (Path(model) / "model_index.json").exists():
-            raise ValueError(f"{model!r} is a folder without model_index.json; pass a diffusers pipeline folder")
-        return model
-    if model.count("/") != 1 or model.startswith((".", "/")):
-        raise ValueError(f"model {model!r} is neither 'tiny', an existing folder, nor a hub id like 'org/name'")
+    folder = os.path.expanduser(model)
+    if os.path.isdir(folder):
+        if not (Path(folder) / "model_index.json").is_file():
+            raise ValueError(f"{model!r} is a folder without model_index.json: pass a diffusers pipeline folder")
+        return folder
+    if model.count("/") != 1 or model.startswith((".", "/", "~")):
+        raise ValueError(f"model {model!r} is neither 'tiny', an existing pipeline folder, nor a hub id like 'org/name'")
     return model
+
+
+#: ``--dtype`` names and the torch dtypes they load in
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``dtype`` itself, or the torch dtype of one of :data:`DTYPES`' names."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {list(DTYPES)}")
+    return DTYPES[dtype]
 
 
 def dtype_kwarg(dtype: torch.dtype) -> dict:
@@ -188,39 +206,56 @@ def from_pretrained(cls, source: str, **kwargs):
         raise ValueError(f"cannot load {source!r} ({type(e).__name__}: {first[:300]}); {fix}, or pass 'tiny'") from None
 
 
-def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
-    """A ``diffusers.WanPipeline`` on ``device``; for ``"tiny"`` a :class:`TinyWanPipeline` (call defaults
-    ``TINY_DEMO``).
+def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype: str | torch.dtype = torch.float32):
+    """The pipeline ``model`` names, on ``device``, in ``dtype`` (a ``torch.dtype`` or ``"fp32"`` / ``"bf16"`` /
+    ``"fp16"``).
 
-    model: ``"tiny"`` (shipped, offline), a local diffusers folder, or a hub id (needs network
-    unless cached; with ``HF_HUB_OFFLINE=1`` an uncached id fails at once, in one line).
+    model: ``"tiny"`` (shipped, offline), a local diffusers folder, or a hub id (needs network unless
+    cached; with ``HF_HUB_OFFLINE=1`` an uncached id fails at once, in one line). ``"tiny"`` and a folder
+    a ``TinyWanPipeline`` saved give a :class:`TinyWanPipeline` (call defaults ``TINY_DEMO``); another Wan
+    pipeline a ``WanPipeline`` (a real checkpoint's VAE in float32, diffusers' Wan 2.1 recipe); any
+    other class what ``DiffusionPipeline`` loads.
     """
-    from diffusers import AutoencoderKLWan
+    from diffusers import AutoencoderKLWan, DiffusionPipeline
 
     from kaleido.device import check_device
 
+    dt = torch_dtype(dtype)
     check_device(device)  # an unavailable device is refused in one line before any weight is read
     source = resolve_model(model)
-    if model == "tiny":
-        pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dtype))
-    elif os.path.isdir(source) and _saved_class(source) == TinyWanPipeline.__name__:
+    local = os.path.isdir(source)
+    if not local:
+        check_hub_id(source)
+    saved = _saved_class(source)
+    if model == "tiny" or saved == TinyWanPipeline.__name__:
         # a folder written by ``load_pipeline("tiny").save_pretrained(...)``: the same defaults again
-        pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dtype))
-    elif os.path.isdir(source) and _is_small(source):
-        pipe = from_pretrained(WanPipeline, source, **dtype_kwarg(dtype))
-    else:
+        pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dt))
+    elif saved == WanPipeline.__name__ and local and _is_small(source):
+        pipe = from_pretrained(WanPipeline, source, **dtype_kwarg(dt))
+    elif saved == WanPipeline.__name__:
         # diffusers' recipe for Wan 2.1: the VAE stays in float32 for quality
         vae = from_pretrained(AutoencoderKLWan, source, subfolder="vae", **dtype_kwarg(torch.float32))
-        pipe = from_pretrained(WanPipeline, source, vae=vae, **dtype_kwarg(dtype))
+        pipe = from_pretrained(WanPipeline, source, vae=vae, **dtype_kwarg(dt))
+    else:
+        pipe = from_pretrained(DiffusionPipeline, source, **dtype_kwarg(dt))
     return pipe.to(device)
 
 
-def _saved_class(folder: str) -> str:
-    """The ``_class_name`` of ``folder``'s ``model_index.json`` ("" when unreadable)."""
+def _saved_class(source: str) -> str:
+    """The ``_class_name`` of ``source``'s ``model_index.json`` - a folder's, or a hub id's (from the cache, else
+    fetched: one small file) - or "" when it cannot be read."""
     import json
 
+    index = Path(source) / "model_index.json"
+    if not os.path.isdir(source):
+        from huggingface_hub import hf_hub_download
+
+        try:
+            index = Path(hf_hub_download(source, "model_index.json"))
+        except Exception:  # unreadable here: from_pretrained then names what is wrong, in one line
+            return ""
     try:
-        return str(json.loads((Path(folder) / "model_index.json").read_text()).get("_class_name", ""))
+        return str(json.loads(index.read_text()).get("_class_name", ""))
     except (OSError, ValueError):
         return ""
 
