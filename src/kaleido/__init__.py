@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 
 #: top-level names loaded on first use (``import kaleido`` stays light: no torch/diffusers)
 _LAZY = {
-    "apply": "kaleido.integrations.apply",
-    "remove": "kaleido.integrations.apply",
+    "apply": "kaleido.techniques",
+    "remove": "kaleido.techniques",
     "get_trace": "kaleido.integrations.apply",
     "reset": "kaleido.integrations.apply",
     "set_num_steps": "kaleido.integrations.apply",

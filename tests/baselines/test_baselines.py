@@ -29,7 +29,7 @@ def psnr(a, b):
 
 def test_every_method_is_registered_and_rejects_bad_settings():
     assert set(METHODS) == {"sparse_videogen", "block_topk", "tome", "adaptiv", "pab", "fbcache", "taylorseer",
-                            "exion", "cambricon_d", "kaleido"}
+                            "exion", "cambricon_d", "kaleido", "stack"}
     with pytest.raises(ValueError, match="density"):
         make_method("block_topk", density=1.5)
     with pytest.raises(ValueError, match="unknown setting"):
@@ -151,7 +151,7 @@ def test_cambricon_d_low_bit_deltas_trade_quality_for_savings(random_pipe, gener
     assert rep2.saved_fraction("self_qk") == 0.0  # attention stays dense by construction
 
 
-@pytest.mark.parametrize("name", sorted(set(METHODS) - {"kaleido"}))
+@pytest.mark.parametrize("name", sorted(set(METHODS) - {"kaleido", "stack"}))  # stack: tests/baselines/test_stack.py
 def test_remove_restores_the_dense_model_bit_for_bit(random_pipe, generate, dense_frames, name):
     pipe, _ = random_pipe
     h = make_method(name).apply(pipe.transformer)

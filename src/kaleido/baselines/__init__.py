@@ -14,6 +14,7 @@ from .cambricon_d import CambriconD
 from .exion import Exion
 from .kaleido_method import KaleidoMethod
 from .sparse_videogen import SparseVideoGen
+from .stack import Stack
 from .step_cache import FirstBlockCache, PyramidAttentionBroadcast, TaylorSeer
 from .tome import ToMe
 
@@ -21,16 +22,21 @@ from .tome import ToMe
 METHODS: dict[str, type[Method]] = {
     m.name: m
     for m in (SparseVideoGen, BlockTopK, ToMe, AdapTiV, PyramidAttentionBroadcast, FirstBlockCache, TaylorSeer,
-              Exion, CambriconD, KaleidoMethod)
+              Exion, CambriconD, KaleidoMethod, Stack)
 }
 
 
 def make_method(name: str, **settings) -> Method:
-    """The baseline ``name`` with ``settings`` (validated; unknown names and keys raise ``ValueError``)."""
+    """The baseline ``name`` with ``settings`` (validated; unknown names and keys raise ``ValueError``).
+
+    ``make_method("stack", techniques=[{"technique": "taylorseer"}, {"technique": "kaleido", ...}])``
+    stacks techniques (:mod:`kaleido.baselines.stack`)."""
     cls = METHODS.get(name)
     if cls is None:
         raise ValueError(f"unknown baseline {name!r}; known: {sorted(METHODS)}")
+    if cls is Stack:
+        return Stack(resolve=make_method, **settings)
     return cls(**settings)
 
 
-__all__ = ["METHODS", "make_method", "Method", "MethodHandle", "MethodReport", "WanShapes", "OP_KINDS", "ESTIMATE"]
+__all__ = ["METHODS", "make_method", "Method", "MethodHandle", "MethodReport", "WanShapes", "OP_KINDS", "ESTIMATE", "Stack"]

@@ -1,0 +1,80 @@
+"""``kaleido.techniques``: one apply / remove for Kaleido and every baseline, configs that round-trip."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from kaleido import techniques
+from kaleido.baselines import METHODS
+from kaleido.integrations import KaleidoConfig
+
+
+def _baseline_configs():
+    return {n: m.Settings() for n, m in METHODS.items() if n not in ("kaleido", "stack")}
+
+
+@pytest.mark.parametrize("name", sorted(_baseline_configs()))
+def test_every_baseline_config_round_trips(name, tmp_path):
+    cfg = _baseline_configs()[name]
+    d = techniques.config_to_dict(cfg)
+    assert d["technique"] == name
+    back = techniques.config_from_dict(d)
+    assert type(back) is type(cfg) and dataclasses.asdict(back) == dataclasses.asdict(cfg)
+    for suffix in (".json", ".yaml"):
+        p = techniques.save_config(cfg, tmp_path / f"c{suffix}")
+        assert dataclasses.asdict(techniques.load_config(p)) == dataclasses.asdict(cfg)
+
+
+def test_kaleido_config_and_stacks_round_trip(tmp_path):
+    cfg = KaleidoConfig()
+    d = techniques.config_to_dict(cfg)
+    assert d["technique"] == "kaleido" and techniques.config_from_dict(d) == cfg
+    # a mapping without "technique" is a KaleidoConfig, as kaleido.apply always read it
+    assert techniques.config_from_dict(cfg.to_dict()) == cfg
+    stack = [METHODS["taylorseer"].Settings(cache_interval=2), cfg]
+    p = techniques.save_config(stack, tmp_path / "stack.yaml")
+    back = techniques.load_config(p)
+    assert isinstance(back, list) and back[1] == cfg and back[0].cache_interval == 2
+    # a plain KaleidoConfig file still loads through the front door
+    cfg.save(tmp_path / "k.yaml")
+    assert techniques.load_config(tmp_path / "k.yaml") == cfg
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"technique": "nope"}, "unknown technique 'nope'"),
+    ({"technique": "tome", "rate": 0.5}, r"tome: unknown setting\(s\) \['rate'\]"),
+    ({"technique": "tome", "ratio": 5.0}, "ratio"),
+    (3, "a mapping or a list"),
+])
+def test_bad_configs_get_one_line(bad, match):
+    with pytest.raises(ValueError, match=match):
+        techniques.config_from_dict(bad)
+
+
+def test_apply_dispatches_on_the_config_type_and_remove_undoes_all(random_pipe, generate, dense_frames):
+    pipe, _ = random_pipe
+    tr = pipe.transformer
+    rep = techniques.apply(tr, [METHODS["taylorseer"].Settings(cache_interval=3, disable_cache_before_step=1),
+                                KaleidoConfig()])
+    assert techniques.applied(tr) == ["taylorseer", "kaleido"]
+    assert rep[1].n_active > 0  # Kaleido's ApplyReport says what it patched
+    frames = generate()
+    assert not np.array_equal(frames, dense_frames)
+    trace = techniques.remove(tr)
+    assert trace is not None and len(trace) > 0  # Kaleido's trace of the stacked run
+    assert techniques.applied(tr) == []
+    np.testing.assert_array_equal(generate(), dense_frames)
+    with pytest.raises(ValueError, match="not applied"):
+        techniques.remove(tr)
+
+
+def test_apply_refuses_filters_a_baseline_cannot_honour_and_non_configs(random_pipe):
+    tr = random_pipe[0].transformer
+    with pytest.raises(ValueError, match="filter_fn is not supported"):
+        techniques.apply(tr, METHODS["tome"].Settings(), filter_fn=lambda n, m: True)
+    with pytest.raises(ValueError, match="not a technique config"):
+        techniques.apply(tr, object())
+    with pytest.raises(ValueError, match="empty list"):
+        techniques.apply(tr, [])
+    assert techniques.applied(tr) == []
