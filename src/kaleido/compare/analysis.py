@@ -215,7 +215,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 _COLORS = {"kaleido": "#d62728", "sparse_videogen": "#1f77b4", "block_topk": "#17becf", "tome": "#2ca02c",
            "adaptiv": "#98df8a", "pab": "#9467bd", "fbcache": "#c5b0d5", "taylorseer": "#8c564b",
-           "exion": "#ff7f0e", "cambricon_d": "#7f7f7f"}
+           "exion": "#ff7f0e", "cambricon_d": "#7f7f7f", "stack": "#e377c2"}
 
 
 def plot_series(a: SettingAggregate) -> str:
@@ -223,6 +223,8 @@ def plot_series(a: SettingAggregate) -> str:
     (every op reused vs self-attention q.k^T only; joined, they would zig-zag)."""
     if a.method == "kaleido" and a.settings.get("proj") is False and a.settings.get("ffn") is False:
         return "kaleido (self-attn q.k^T only)"
+    if a.method == "stack":  # one line per combination of techniques, e.g. "taylorseer+kaleido"
+        return "+".join(t["technique"] for t in a.settings.get("techniques", ()))
     return a.method
 
 

@@ -47,6 +47,13 @@ def method_grid(pipeline: str) -> dict[str, list[dict]]:
         "taylorseer": [dict(cache_interval=3)],
         "exion": [dict(attn_density=0.5, ffn_tau=0.05)],
         "cambricon_d": [dict(delta_bits=4)],
+        # a step cache stacked with Kaleido (kaleido.baselines.stack): TaylorSeer decides which units run,
+        # Kaleido reuses inside the units that do - on self-attention q.k^T only, and on every op
+        "stack": [dict(techniques=[dict(technique="taylorseer", cache_interval=3),
+                                   dict(technique="kaleido", theta1=t1, theta2=64, low_bits=7, cross_qk=False,
+                                        proj=False, ffn=False)]) for t1 in (32, 48)]
+        + [dict(techniques=[dict(technique="taylorseer", cache_interval=3),
+                            dict(technique="kaleido", theta1=16, theta2=32, low_bits=6)])],
     }
 
 

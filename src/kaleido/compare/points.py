@@ -62,4 +62,7 @@ def settings_label(method: str, settings: dict) -> str:
     """Short human label of a method's settings, e.g. ``tome ratio=0.3``."""
     if not settings:
         return method
+    if method == "stack":  # "taylorseer cache_interval=3 + kaleido theta1=32 ..."
+        return " + ".join(settings_label(t["technique"], {k: v for k, v in t.items() if k != "technique"})
+                          for t in settings.get("techniques", ()))
     return method + " " + " ".join(f"{k}={v}" for k, v in sorted(settings.items()))
