@@ -89,6 +89,9 @@ def reuse_attend(
                         n_cols=Sk, grid=grid, groups=groups, low_bits=cfg.low_bits)
     if st.pv_modes is not None:
         rt.record_modes(layer=proc.layer, op=pv_op, module=proc.name, mode_map=st.pv_modes, n_cols=Dv, heads=H)
+    elif st.pv_skipped_rows is not None:  # the exact P.V row skip: skipped rows FULL, no P.V decision made
+        rt.record_row_skip(layer=proc.layer, op=pv_op, module=proc.name, skipped=st.pv_skipped_rows, n_cols=Dv,
+                           grid=grid, groups=rt.groups("pv", proc.layer, Sk), low_bits=rt.low_bits("pv", proc.layer))
     else:
         rt.record_dense(layer=proc.layer, op=pv_op, module=proc.name, batch=B, heads=H, rows=Sq, dim=Sk,
                         n_cols=Dv, grid=grid, groups=rt.groups("pv", proc.layer, Sk),

@@ -31,7 +31,7 @@ import torch
 from kaleido.reuse.config import ReuseConfig
 from kaleido.reuse.grid import TokenGrid
 from kaleido.reuse.groups import ChannelGroups
-from kaleido.reuse.modes import ModeMap
+from kaleido.reuse.modes import MAX_PATTERN_GROUPS, Mode, ModeMap
 
 from .config import OP_SWITCH_OF, KaleidoConfig
 from .trace import DENSE_OP, ReuseTrace, TraceRecord, counts_on_device, dense_counts
@@ -306,6 +306,32 @@ class KaleidoRuntime:
         self._records.append(
             TraceRecord(c.step, c.context, layer, op, module, batch, heads, rows, n_cols, groups, low_bits,
                         grid, False, counts, patterns, None)
+        )
+
+    def record_row_skip(
+        self, *, layer: int, op: str, module: str, skipped: torch.Tensor, n_cols: int, grid: TokenGrid,
+        groups: ChannelGroups, low_bits: int,
+    ) -> None:
+        """Record a P.V whose ``skipped`` ``(B, H, S)`` rows were not computed (the exact row skip of SPEC §4):
+        FULL in every group, the other rows COMPUTE; ``enabled`` false, since no P.V decision was made."""
+        c = self.call
+        if c is None:
+            return
+        B, H, S = skipped.shape
+        G = len(groups)
+        with torch.profiler.record_function("kaleido.record"):
+            full = skipped.sum(dim=(0, 2)).to(torch.int64)  # (H,) on the operand's device
+            counts = torch.zeros(H, G, 3, dtype=torch.int64, device=skipped.device)
+            counts[:, :, int(Mode.FULL)] = full.view(H, 1)
+            counts[:, :, int(Mode.COMPUTE)] = B * S - full.view(H, 1)
+            patterns = None
+            if G <= MAX_PATTERN_GROUPS:
+                patterns = torch.zeros(3**G, dtype=torch.int64, device=skipped.device)
+                patterns[0] = B * H * S - full.sum()
+                patterns[3**G - 1] = full.sum()  # FULL (2) in every group: sum_g 2 * 3**g = 3**G - 1
+        self._records.append(
+            TraceRecord(c.step, c.context, layer, op, module, B, H, S, n_cols, groups, low_bits, grid, False,
+                        counts, patterns, None)
         )
 
     def record_other_dense(self, module_name: str, layer: int, rows: int, k: int, n: int) -> None:

@@ -11,6 +11,10 @@ Float path: the effective query (anchor rows gathered per group) goes through on
 SDPA is the quantisation, the decision and one gather.  With ``pv_config`` the
 probabilities ``P`` are materialised and ``P.V`` reuses along query rows too, with
 ``pv_groups`` partitioning the key axis (default: chunks of 128 keys, axis ``w``).
+Without P.V reuse, the exact P.V row skip (SPEC §4) applies where every group reuses
+along one axis: a query row FULL in every group has its anchor's scores, probabilities and
+output, so its output row is copied from the anchor and its P.V MACs count as skipped
+(:func:`pv_row_skip`; with groups on different axes no row qualifies).
 ``exact_int8=True`` computes q.k^T (and P.V when enabled) on the int8 path; without
 P.V reuse it runs one key block at a time with an online softmax, so the score matrix
 is never held whole.
@@ -25,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import ReuseConfig
-from .decide import check_plain_config, decide, decide_effective
+from .decide import anchor_index, check_plain_config, decide, decide_effective
 from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
 from .matmul import int8_acc_dtype, int8_matmul_blocks, int8_matmul_from_map, reuse_matmul_map
@@ -70,6 +74,8 @@ class AttentionStats:
     pv_modes: ModeMap | None
     pv_cols: int
     pv_dense_ops: OpCounts | None = None
+    #: ``(B, H, Sq)`` bool: query rows whose softmax and P.V were skipped exactly (:func:`pv_row_skip`)
+    pv_skipped_rows: torch.Tensor | None = None
 
     @functools.cached_property
     def qk_ops(self) -> OpCounts:
@@ -77,7 +83,14 @@ class AttentionStats:
 
     @functools.cached_property
     def pv_ops(self) -> OpCounts:
-        return self.pv_dense_ops if self.pv_modes is None else self.pv_modes.op_counts(self.pv_cols)
+        if self.pv_modes is not None:
+            return self.pv_modes.op_counts(self.pv_cols)
+        d = self.pv_dense_ops
+        if self.pv_skipped_rows is None or d is None:
+            return d
+        per_row = d.dense_macs // max(1, self.pv_skipped_rows.numel())  # Sk * Dv
+        skipped = int(self.pv_skipped_rows.sum()) * per_row
+        return OpCounts(d.group_names, (d.total_mac8 - skipped,), (0,), (skipped,), d.low_bits)
 
     @functools.cached_property
     def qk_head_saved_fraction(self) -> list[float]:
@@ -98,6 +111,30 @@ class AttentionStats:
             "qk_head_saved_fraction": list(self.qk_head_saved_fraction),
             "pv_head_saved_fraction": None if self.pv_head_saved_fraction is None else list(self.pv_head_saved_fraction),
         }
+
+
+def pv_row_skip(qk_modes: ModeMap) -> torch.Tensor | None:
+    """``(B, H, Sq)`` bool: the query rows whose P.V follows exactly from q.k^T (SPEC §4, "P.V row skip").
+
+    A row FULL in every group *with one anchor* - every group reused along the same axis -
+    has its reference row's effective query in every group, hence the same scores,
+    probabilities and output row.  ``None`` when the groups reuse along different axes
+    (a row FULL in all of them mixes two anchors' partial scores: no row qualifies).
+    """
+    if len(set(qk_modes.groups.axes)) != 1:
+        return None
+    return (qk_modes.modes == int(Mode.FULL)).all(-1)
+
+
+def copy_skipped_rows(out: torch.Tensor, skipped: torch.Tensor, qk_modes: ModeMap) -> torch.Tensor:
+    """``out`` ``(B, H, Sq, Dv)`` with each skipped row replaced by its reference's output row (the nearest
+    row before it along the groups' axis that was not skipped: chains of skipped rows resolve to it)."""
+    axis = qk_modes.groups.axes[0]
+    one = ChannelGroups((1,), (axis,), ("row",))
+    chain = ModeMap(torch.where(skipped, int(Mode.FULL), int(Mode.COMPUTE)).to(torch.uint8).unsqueeze(-1),
+                    qk_modes.grid, one, qk_modes.low_bits)
+    src = anchor_index(chain)[..., 0]  # (B, H, Sq): every row's own index, or its chain's anchor
+    return out.gather(-2, src.unsqueeze(-1).expand(out.shape))
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -212,12 +249,16 @@ def reuse_attention(
 
     pv_modes = None
     pv_dense = None
+    skipped = None
     if pv_config is None:
         n = B * H * Sq * Sk * Dv
         pv_dense = OpCounts(("pv",), (n,), (0,), (0,), config.low_bits)
+        skipped = pv_row_skip(qk_modes)
+        if skipped is not None:  # their softmax and P.V are not needed: the output is the anchor's
+            out = copy_skipped_rows(out, skipped, qk_modes)
     else:
         if pv_groups is None:
             pv_groups = ChannelGroups.from_chunks(Sk, min(Sk, PV_DEFAULT_CHUNK), Axis.W)
         out, pv_modes = reuse_matmul_map(probs, vt, grid, pv_groups, pv_config, exact_int8=exact_int8)
-    stats = AttentionStats(qk_modes, Sk, pv_modes, Dv, pv_dense)
+    stats = AttentionStats(qk_modes, Sk, pv_modes, Dv, pv_dense, skipped)
     return out.transpose(1, 2), stats
