@@ -40,20 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     import kaleido
     from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, GenerationSettings, generate, tiny_defaults
-    from kaleido.tiny.pipeline import load_pipeline
+    from kaleido.generation_settings import GenerationSettings
+    from kaleido.integrations.evaluation import EVAL_PROMPTS, generate
+    from kaleido.tiny.pipeline import TINY_DEMO, load_pipeline
 
     if args.model == "random":
         from kaleido.integrations.testing import tiny_random_wan_pipeline
 
         pipe = tiny_random_wan_pipeline()
-        settings = tiny_defaults()
+        settings = TINY_DEMO
     else:
         pipe = load_pipeline(args.model)
         # the miniature pipeline's demo settings, for any model (a real Wan's defaults are 480p x 81 frames)
-        settings = GenerationSettings() if args.pipeline_defaults else tiny_defaults()
-    if args.steps:
-        settings.steps = args.steps
+        settings = GenerationSettings() if args.pipeline_defaults else TINY_DEMO
+    settings = settings.overridden(num_inference_steps=args.steps)
     pipe.set_progress_bar_config(disable=True)
     cfg = KaleidoConfig.load(args.config) if args.config else KaleidoConfig()
     prompt, seed = EVAL_PROMPTS[0], 0
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        print(f"model {args.model}: {settings.steps} steps, {settings.frames} frames {settings.height}x{settings.width}, "
+        print(f"model {args.model}: {settings.num_inference_steps} steps, {settings.num_frames} frames "
+              f"{settings.height}x{settings.width}, "
               f"{args.repeats} alternating repeats, {args.threads} thread(s)")
         print(f"  pipeline    dense {med['dense_pipeline']:.2f} s  kaleido {med['kaleido_pipeline']:.2f} s  "
               f"ratio {result['ratio_pipeline']:.2f} (target <= 2.0: {'met' if result['meets_target'] else 'NOT met'})")

@@ -1,11 +1,12 @@
 """Run one method against the dense model on the same pipeline, prompt and seed.
 
-The harness is what makes the comparison fair: every method (Kaleido or a baseline)
-is applied to the same transformer object, the pipeline is called with the same
-arguments and the same seeded generator, the decoded videos are compared frame by
-frame against the dense run (PSNR with peak 1.0 and SSIM on RGB in [0, 1], the
-evaluation protocol of Sparse VideoGen and the Kaleido paper), and the compute is
-read from the method's own per-op-kind counts (8-bit-equivalent MACs).
+The comparison is fair: every method (Kaleido or a baseline) is applied to the same
+transformer object, the pipeline is called with the same arguments and the same seeded
+generator (the one generation harness, :func:`kaleido.integrations.evaluation.generate`),
+the decoded videos are compared frame by frame against the dense run (PSNR with peak 1.0
+and SSIM on RGB in [0, 1], the evaluation protocol of Sparse VideoGen and the Kaleido
+paper), and the compute is read from the method's own per-op-kind counts (8-bit-equivalent
+MACs).
 
 A method is anything with ``.name``, ``.settings_dict()`` and ``.apply(transformer)``
 returning a handle with ``.report()`` (a :class:`~kaleido.baselines.MethodReport`)
@@ -18,11 +19,11 @@ from __future__ import annotations
 import base64
 import io
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
+
+from kaleido.generation_settings import GenerationSettings
 
 
 def video_quality(video: np.ndarray, reference: np.ndarray) -> dict:
@@ -50,17 +51,6 @@ def thumbnail_strip(video: np.ndarray, n: int = 3) -> str:
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=True)
     return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def generate(pipe, call: dict, prompt: str, seed: int) -> tuple[np.ndarray, float]:
-    """The decoded video (F, H, W, 3) in [0, 1] and the wall time in seconds."""
-    from kaleido.integrations.evaluation import warn_if_truncated
-
-    warn_if_truncated(pipe, prompt, call.get("max_sequence_length"))
-    t0 = time.perf_counter()
-    out = pipe(prompt=prompt, generator=torch.Generator().manual_seed(int(seed)), output_type="np", **call)
-    frames = np.asarray(out.frames[0], dtype=np.float32)
-    return frames, time.perf_counter() - t0
 
 
 @dataclass
@@ -92,14 +82,19 @@ def run_against_dense(pipe, call: dict, method, prompt: str, seed: int,
                       dense_video: np.ndarray | None = None) -> tuple[HarnessResult, np.ndarray, np.ndarray]:
     """Apply ``method``, generate, remove it, and compare with the dense video (generated unless given).
 
-    Returns ``(result, video, dense_video)``.
+    ``call``: the pipeline call's keyword arguments (a sweep row's ``call``,
+    :meth:`GenerationSettings.call_kwargs`); every generation is
+    :func:`kaleido.integrations.evaluation.generate`. Returns ``(result, video, dense_video)``.
     """
+    from kaleido.integrations.evaluation import generate
+
+    settings = GenerationSettings.from_call(call)
     dense_wall = None
     if dense_video is None:
-        dense_video, dense_wall = generate(pipe, call, prompt, seed)
+        dense_video, dense_wall, _ = generate(pipe, prompt, seed, settings)
     handle = method.apply(pipe.transformer)
     try:
-        video, wall = generate(pipe, call, prompt, seed)
+        video, wall, _ = generate(pipe, prompt, seed, settings)
         report = handle.report()
     finally:
         handle.remove()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kaleido.integrations.evaluation import GenerationSettings, generate
+from kaleido.generation_settings import GenerationSettings
+from kaleido.integrations.evaluation import generate
 
-SETTINGS = GenerationSettings(steps=2, frames=5, height=32, width=32)
+SETTINGS = GenerationSettings(num_inference_steps=2, num_frames=5, height=32, width=32)
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kaleido.integrations.evaluation import GenerationSettings, dense_runs, prompt_problems, show_progress
+from kaleido.generation_settings import GenerationSettings
+from kaleido.integrations.evaluation import dense_runs, prompt_problems, show_progress
 
-SMALL = GenerationSettings(steps=2, frames=5, height=32, width=32)
+SMALL = GenerationSettings(num_inference_steps=2, num_frames=5, height=32, width=32)
 
 
 @pytest.fixture(scope="module")

@@ -106,7 +106,7 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
             prompts = read_prompts(prompts_arg)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--prompts") from None
-    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
     echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
@@ -165,7 +165,7 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
         raise click.BadParameter(f"target + margin: {e}", param_hint="--margin") from None
     calib, heldout = _read_prompt_sets(prompts_arg, heldout_path)
     seed_list = parse_seeds(seeds)
-    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
     echo_prompt_problems(pipe, [*calib, *heldout], settings.max_sequence_length)

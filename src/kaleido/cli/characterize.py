@@ -48,7 +48,7 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
         base = KaleidoConfig.load(config_path) if config_path else KaleidoConfig()
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
-    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     pipe.set_progress_bar_config(disable=True)
     from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown

@@ -76,7 +76,8 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
         raise click.BadParameter(str(e), param_hint="--config") from None
     if record_maps:
         cfg = dataclasses.replace(cfg, record_maps=True)
-    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width, guidance=guidance)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
+                            guidance_scale=guidance)
     prompts = list(prompts) or [EVAL_PROMPTS[0]]
     seeds = list(seeds) or [0]
     scale = scale if scale is not None else (4 if model == "tiny" else 1)

@@ -64,10 +64,10 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
             point_config(base, pt)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
-    settings = settings_for(model, steps=steps, frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
     pipe = load_pipeline_arg(model, device, dtype)
     rows = sweep_rows(pipe, base, pts, list(EVAL_PROMPTS[:n_prompts]), list(range(n_seeds)), settings)
-    title = f"{model}: {n_prompts} prompts x {n_seeds} seeds, {settings.steps} steps"
+    title = f"{model}: {n_prompts} prompts x {n_seeds} seeds, {settings.num_inference_steps} steps"
     files = write_outputs(rows, Path(out_dir), title)
     for r in rows:
         click.echo(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kaleido.generation_settings import GenerationSettings
+
 
 #: The random pipeline: :func:`kaleido.integrations.testing.tiny_random_wan_pipeline` (2 blocks, 2 heads x 24
 #: channels, RoPE 8/8/8, 80 tokens for 17x64x64) with these transformer settings.
@@ -18,7 +20,7 @@ RANDOM_WAN_TRANSFORMER = dict(freq_dim=32, ffn_dim=96)
 
 #: Generation settings that suit the random pipeline: 17 frames of 64x64 pixels
 #: -> latent 5x8x8 after the VAE (4x temporal, 8x spatial) -> 5x4x4 = 80 tokens after patchify.
-RANDOM_WAN_CALL = dict(height=64, width=64, num_frames=17, num_inference_steps=4, guidance_scale=1.0)
+RANDOM_WAN_SETTINGS = GenerationSettings(height=64, width=64, num_frames=17, num_inference_steps=4, guidance_scale=1.0)
 
 
 def build_random_wan_pipeline(seed: int = 0):
@@ -65,13 +67,15 @@ def _resolve(name: str) -> str:
 
 
 def load_pipeline(name: str) -> tuple:
-    """``(pipeline, default call kwargs)`` for ``name``: ``random-wan``, ``tiny`` or a local pipeline folder."""
+    """``(pipeline, default call kwargs)`` for ``name``: ``random-wan``, ``tiny`` or a local pipeline folder; the
+    kwargs are its :class:`~kaleido.generation_settings.GenerationSettings` (``call_kwargs()``), as a sweep
+    row stores them."""
     if name == "random-wan":
-        return build_random_wan_pipeline(), dict(RANDOM_WAN_CALL)
+        return build_random_wan_pipeline(), RANDOM_WAN_SETTINGS.call_kwargs()
     from kaleido.tiny.pipeline import TINY_DEMO
     from kaleido.tiny.pipeline import load_pipeline as load
 
     _resolve(name)
     pipe = load(name)
     pipe.set_progress_bar_config(disable=True)
-    return pipe, (TINY_DEMO.to_dict() if name == "tiny" else {})
+    return pipe, (TINY_DEMO if name == "tiny" else GenerationSettings()).call_kwargs()

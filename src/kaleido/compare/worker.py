@@ -43,13 +43,15 @@ def write_json_atomic(path: Path, obj: dict) -> None:
 
 
 def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
-    from kaleido.harness import generate, thumbnail_strip
+    from kaleido.generation_settings import GenerationSettings
+    from kaleido.harness import thumbnail_strip
+    from kaleido.integrations.evaluation import generate
 
     dense = point.dense()
     path = results / f"dense-{dense.key}.npy"
     if path.exists():
         return np.load(path, allow_pickle=False)
-    video, wall = generate(pipe, call, dense.prompt, dense.seed)
+    video, wall, _ = generate(pipe, dense.prompt, dense.seed, GenerationSettings.from_call(call))
     with open_atomic(path, "wb") as f:
         np.save(f, video, allow_pickle=False)
     row = {"point": dense.to_dict(), "wall_s": wall, "thumbs": thumbnail_strip(video), "frames": int(len(video)),

@@ -1,5 +1,10 @@
-"""Dense-versus-Kaleido generation on a diffusers pipeline: what ``kaleido generate``,
-``kaleido sweep`` and ``benchmarks/bench_generate.py`` run.
+"""The generation harness: dense-versus-Kaleido generation on a diffusers pipeline, what ``kaleido generate``,
+``kaleido sweep``, ``characterize``, ``calibrate`` and ``benchmarks/bench_generate.py`` run, and the one
+:func:`generate` every comparison (:mod:`kaleido.harness` for the baselines too) calls.
+
+A generation is one pipeline call with a seeded generator and a
+:class:`~kaleido.generation_settings.GenerationSettings` (:func:`settings_for`: the tiny model's demo
+settings or the pipeline's own defaults).
 
 Each (prompt, seed) is generated twice with the same seed - stock transformer, then
 with Kaleido applied - and compared on the decoded RGB frames
@@ -22,8 +27,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from kaleido.generation_settings import GenerationSettings
 from kaleido.metrics import VideoComparison, compare_videos
+from kaleido.tiny.pipeline import TINY_DEMO, PromptWarning, TinyWanPipeline, unknown_words_message
 from kaleido.tiny.pipeline import load_pipeline as load_any_pipeline  # noqa: F401  (the old name; tests still import it)
+from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
 from .apply import apply, get_trace, remove
 from .config import KaleidoConfig
@@ -48,51 +56,11 @@ CALIBRATION_PROMPTS: tuple[str, ...] = (
 )
 
 
-@dataclass
-class GenerationSettings:
-    """Pipeline call settings; ``None`` leaves the pipeline's own default."""
-
-    steps: int | None = None
-    frames: int | None = None
-    height: int | None = None
-    width: int | None = None
-    guidance: float | None = None
-    negative_prompt: str | None = None
-    max_sequence_length: int | None = None
-
-    def call_kwargs(self) -> dict[str, Any]:
-        kw = {
-            "num_inference_steps": self.steps,
-            "num_frames": self.frames,
-            "height": self.height,
-            "width": self.width,
-            "guidance_scale": self.guidance,
-            "negative_prompt": self.negative_prompt,
-            "max_sequence_length": self.max_sequence_length,
-        }
-        return {k: v for k, v in kw.items() if v is not None}
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def tiny_defaults() -> GenerationSettings:
-    """The shipped miniature pipeline's demo settings."""
-    from kaleido.tiny.pipeline import TINY_DEMO
-
-    d = TINY_DEMO
-    return GenerationSettings(d.num_inference_steps, d.num_frames, d.height, d.width, d.guidance_scale, d.negative_prompt,
-                              d.max_sequence_length)
-
-
 def settings_for(model: str, **overrides: Any) -> GenerationSettings:
-    """Call settings for ``model``: the miniature demo's for ``"tiny"``, else the pipeline's
-    own defaults; every override that is not ``None`` replaces its field."""
-    settings = tiny_defaults() if model == "tiny" else GenerationSettings()
-    for name, v in overrides.items():
-        if v is not None:
-            setattr(settings, name, v)
-    return settings
+    """Call settings for ``model``: the miniature demo's (:data:`~kaleido.tiny.pipeline.TINY_DEMO`) for
+    ``"tiny"``, else the pipeline's own defaults; every override (a :class:`GenerationSettings` field) that is
+    not ``None`` replaces its field."""
+    return (TINY_DEMO if model == "tiny" else GenerationSettings()).overridden(**overrides)
 
 
 class TransformerTimer:
@@ -121,16 +89,12 @@ class TransformerTimer:
 
 def truncation_message(pipe, prompt: str, max_sequence_length: int | None) -> str | None:
     """One line when ``prompt`` has more tokens than the pipeline will keep (Wan truncates silently), else ``None``."""
-    from kaleido.tiny.pipeline import truncation_message as message
-
-    return message(getattr(pipe, "tokenizer", None), prompt, max_sequence_length)
+    return _tokens_message(getattr(pipe, "tokenizer", None), prompt, max_sequence_length)
 
 
 def prompt_problems(pipe, prompt: str, max_sequence_length: int | None) -> list[str]:
     """Each way the pipeline will not read ``prompt`` as written, one line each: words outside its
     tokenizer's vocabulary (read as ``<unk>``), more tokens than ``max_sequence_length``."""
-    from kaleido.tiny.pipeline import unknown_words_message
-
     tokenizer = getattr(pipe, "tokenizer", None)
     msgs = [unknown_words_message(tokenizer, prompt) if tokenizer is not None else None,
             truncation_message(pipe, prompt, max_sequence_length)]
@@ -140,8 +104,6 @@ def prompt_problems(pipe, prompt: str, max_sequence_length: int | None) -> list[
 def warn_if_truncated(pipe, prompt: str, max_sequence_length: int | None) -> None:
     """Warn (:class:`kaleido.tiny.pipeline.PromptWarning`) when ``prompt`` has more tokens than the pipeline
     will keep. (A ``TinyWanPipeline`` warns about this, and about words outside its vocabulary, itself.)"""
-    from kaleido.tiny.pipeline import PromptWarning
-
     msg = truncation_message(pipe, prompt, max_sequence_length)
     if msg:
         warnings.warn(msg, PromptWarning, stacklevel=3)
@@ -160,9 +122,8 @@ def label_progress(pipe, desc: str, progress: bool | None) -> None:
 
 
 def generate(pipe, prompt: str, seed: int, settings: GenerationSettings) -> tuple[np.ndarray, float, float]:
-    """``(frames (F, H, W, 3) in [0, 1], pipeline seconds, transformer seconds)``."""
-    from kaleido.tiny.pipeline import TinyWanPipeline
-
+    """``(frames (F, H, W, 3) in [0, 1], pipeline seconds, transformer seconds)`` of one pipeline call with
+    ``settings`` and a generator seeded with ``seed`` on the pipeline's device."""
     if not isinstance(pipe, TinyWanPipeline):  # that pipeline's own call warns, at its caller's line
         warn_if_truncated(pipe, prompt, settings.max_sequence_length)
     device = getattr(pipe, "_execution_device", None) or pipe.device
@@ -208,7 +169,7 @@ def warm_up(pipe, prompt: str, settings: GenerationSettings, steps: int, progres
     initialisation, Kaleido's first-call setup) do not land in the first timed run."""
     if steps > 0:
         label_progress(pipe, "warm-up", progress)
-        generate(pipe, prompt, 0, dataclasses.replace(settings, steps=steps))
+        generate(pipe, prompt, 0, dataclasses.replace(settings, num_inference_steps=steps))
 
 
 def dense_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings,

@@ -23,28 +23,12 @@ from __future__ import annotations
 import importlib.resources
 import os
 import warnings
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from diffusers import WanPipeline
 
-
-@dataclass(frozen=True)
-class DemoSettings:
-    """Keyword arguments of ``WanPipeline.__call__`` for a demo generation."""
-
-    height: int = 64
-    width: int = 64
-    num_frames: int = 17
-    num_inference_steps: int = 25
-    guidance_scale: float = 5.0
-    negative_prompt: str = ""
-    #: text tokens the prompt is padded / truncated to (``WanPipeline``'s own default is 512)
-    max_sequence_length: int = 512
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from kaleido.generation_settings import GenerationSettings
 
 
 #: text tokens of the tiny model, in training and generation: its prompts are at most 10 words plus
@@ -52,9 +36,8 @@ class DemoSettings:
 #: which cross-attention must learn to outweigh (the first shipped model barely used its text)
 TINY_TEXT_TOKENS = 16
 #: the tiny model's demo: 17 frames x 64x64 -> latents 5x16x16 -> 5x16x16 tokens after patchify
-TINY_DEMO = DemoSettings(max_sequence_length=TINY_TEXT_TOKENS)
-#: Wan 2.1's published default (480p, 81 frames, 50 steps)
-WAN21_DEMO = DemoSettings(height=480, width=832, num_frames=81, num_inference_steps=50, guidance_scale=5.0)
+TINY_DEMO = GenerationSettings(height=64, width=64, num_frames=17, num_inference_steps=25, guidance_scale=5.0,
+                               negative_prompt="", max_sequence_length=TINY_TEXT_TOKENS)
 
 
 class PromptWarning(UserWarning):
