@@ -153,6 +153,7 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
     candidate. Raises ``ValueError`` for a target or margin out of range, or a pipeline that cannot run.
     """
     from kaleido.characterize import Characterization, characterize_runs
+    from kaleido.characterize.suggest import layers_by_likeness, suggested_axes
     from kaleido.integrations.calibrate_target import calibrate_to_target, measure_runs
     from kaleido.integrations.evaluation import dense_runs, kaleido_runs
     from kaleido.integrations.registry import adapter_for
@@ -166,8 +167,9 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
     def evaluate(cfg):
         return measure_runs(kaleido_runs(pipe, cfg, dense, settings, progress=False, lpips=False))
 
-    res = calibrate_to_target(base, evaluate, search_target, ch, adapter_for(pipe.transformer).num_layers(pipe.transformer),
-                              budget=budget, bisect_steps=bisect_steps, log=log)
+    layers = layers_by_likeness(ch, adapter_for(pipe.transformer).num_layers(pipe.transformer))
+    res = calibrate_to_target(base, evaluate, search_target, suggested_axes(ch, base), layers, budget=budget,
+                              bisect_steps=bisect_steps, log=log)
 
     log(f"held-out: {len(heldout)} prompts x {len(seeds)} seeds")
     dense_h = dense_runs(pipe, heldout, seeds, settings, progress=False)

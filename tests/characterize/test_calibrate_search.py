@@ -51,7 +51,7 @@ def test_build_config_scale_one_is_the_base_and_variants_load():
 @pytest.mark.parametrize("value", [35.0, 45.0])
 def test_psnr_target_is_met_with_the_most_savings_among_the_candidates(value):
     t = Target("psnr", value)
-    res = calibrate_to_target(KaleidoConfig(), fake_evaluate, t, None, LAYERS, budget=14)
+    res = calibrate_to_target(KaleidoConfig(), fake_evaluate, t, {}, range(LAYERS), budget=14)
     assert len(res.candidates) <= 14 and res.candidates[0].stage == "default"
     assert res.met_on_calibration and res.chosen.measure.psnr_mean_db >= value
     feasible = [c for c in res.candidates if c.feasible]
@@ -66,14 +66,14 @@ def test_psnr_target_is_met_with_the_most_savings_among_the_candidates(value):
 
 def test_savings_target_is_met_with_the_best_psnr_among_the_candidates():
     t = Target("savings", 0.5)
-    res = calibrate_to_target(KaleidoConfig(), fake_evaluate, t, None, LAYERS, budget=12)
+    res = calibrate_to_target(KaleidoConfig(), fake_evaluate, t, {}, range(LAYERS), budget=12)
     assert res.met_on_calibration and res.chosen.measure.saved("self_qk") >= 0.5
     feasible = [c for c in res.candidates if c.feasible]
     assert res.chosen.measure.psnr_mean_db == max(c.measure.psnr_mean_db for c in feasible)
 
 
 def test_an_unreachable_target_returns_the_closest_candidate_with_its_shortfall():
-    res = calibrate_to_target(KaleidoConfig(), fake_evaluate, Target("savings", 0.99), None, LAYERS, budget=8)
+    res = calibrate_to_target(KaleidoConfig(), fake_evaluate, Target("savings", 0.99), {}, range(LAYERS), budget=8)
     assert not res.met_on_calibration
     assert res.to_dict()["shortfall_on_calibration"] > 0.05
 

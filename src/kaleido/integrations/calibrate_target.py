@@ -5,8 +5,8 @@ candidate costs one Kaleido generation per calibration prompt and seed):
 
 1. ``default``: the base config as given (the hand-written default unless ``--config``).
 2. ``axes``: per layer, the reuse axes with the lowest median Delta in the
-   characterisation (:func:`axes_from_characterization`); kept unless the base config
-   beats it on both PSNR and savings.
+   characterisation (given as ``axes_layers``: :func:`kaleido.characterize.suggest.suggested_axes`);
+   kept unless the base config beats it on both PSNR and savings.
 3. ``scale/<family>``: one scale ``s`` on every enabled op's base thresholds
    (``theta = min(s * theta_base, 2**(low_bits-1))``; ``s = 1`` is the base config),
    bisected for the target, for the family ``all`` (every op of the base config) and
@@ -15,13 +15,16 @@ candidate costs one Kaleido generation per calibration prompt and seed):
    target) and one less.
 5. ``schedule``: from 75% (then 50%) of the steps on, self-attention q.k^T at its widest FULL
    band - late, low-noise steps are the most alike (the characterisation's layer x step maps).
-6. ``layers`` (PSNR targets): greedily, per layer (most alike layers first), self-attention
+6. ``layers`` (PSNR targets): greedily, per layer (most alike layers first: ``layer_order``), self-attention
    q.k^T at its widest FULL band (``theta1 = theta2 = 2**(low_bits-1)``); kept when the
    target still holds and the saving grows.
 
 PSNR falls and savings grow with ``s`` (each op's FULL and PARTIAL bands only widen), so
 the feasible scales are an interval and bisection finds its end.  The chosen config is
-then measured on held-out prompts.  Every candidate is in the search trace.
+then measured on held-out prompts (:func:`kaleido.calibration.calibrate_to_target_on_prompts` runs the
+whole of it on a pipeline).  Every candidate is in the search trace.  The search reads no
+characterisation itself, so this module does not import :mod:`kaleido.characterize` (which builds on
+the integration).
 """
 
 from __future__ import annotations
@@ -30,9 +33,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
-
-import torch
+from typing import Callable, Sequence
 
 from .config import OP_SWITCHES, KaleidoConfig
 
@@ -217,48 +218,6 @@ def build_config(base: KaleidoConfig, axes_layers: dict, point: SearchPoint) -> 
     return KaleidoConfig(reuse=reuse, ops=ops, layers=layers, record_maps=base.record_maps)
 
 
-def axes_from_characterization(ch, base: KaleidoConfig) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per-layer axes overrides ``{layer: {switch: {"axes": [...]}}}`` from a :class:`Characterization`.
-
-    ``self_qk`` with RoPE groups: one axis per group (``self_q``'s best per layer);
-    ``cross_qk``: one axis per chunk (``cross_q``); ``proj``/``ffn`` (several linear
-    layers of different widths share the switch): one axis per layer, the lowest median
-    Delta of all their inputs' chunks pooled.
-    """
-    from kaleido.characterize import AXES, best_axis, hist_quantile
-
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    q = ch.operands.get("self_q")
-    grouped = [("cross_qk", ch.operands.get("cross_q"))]
-    if q is not None and (q.kind == "rope" or base.ops["self_qk"].groups == "chunk"):
-        grouped.insert(0, ("self_qk", q))
-    for sw, table in grouped:  # one axis per group: the best of the query operand per layer
-        if table is None:
-            continue
-        for layer, by_group in table.best_axes(per_layer=True).items():
-            axes = [by_group[g] for g in table.group_names]
-            if all(axes):
-                out.setdefault(layer, {})[sw] = {"axes": axes}
-    from .config import OP_SWITCH_OF
-
-    def numbers(t: torch.Tensor) -> list[float | None]:
-        return [None if math.isnan(float(x)) else float(x) for x in t]
-
-    for sw in ("proj", "ffn"):
-        pooled: dict[int, torch.Tensor] = {}
-        for name, t in ch.operands.items():
-            if t.kind != "chunk" or OP_SWITCH_OF.get(name) != sw:
-                continue
-            hist = t.layer_axis_hist()
-            for i, layer in enumerate(t.layers):
-                pooled[layer] = pooled[layer] + hist[i] if layer in pooled else hist[i].clone()
-        for layer, h in pooled.items():
-            best = best_axis(numbers(hist_quantile(h, 0.5)), numbers(hist_quantile(h, 0.9)), [None] * len(AXES))
-            if best:
-                out.setdefault(str(layer), {})[sw] = {"axes": [best]}
-    return out
-
-
 @dataclass
 class TargetCalibration:
     """The search's outcome: the chosen config and every candidate tried."""
@@ -363,8 +322,8 @@ def calibrate_to_target(
     base: KaleidoConfig,
     evaluate: Callable[[KaleidoConfig], Measure],
     target: Target,
-    characterization=None,
-    num_layers: int | None = None,
+    axes_layers: dict | None = None,
+    layer_order: Sequence[int] = (),
     budget: int = 16,
     bisect_steps: int = 3,
     late_fractions: Sequence[float] = (0.75, 0.5),
@@ -373,7 +332,12 @@ def calibrate_to_target(
     """Search reuse axes, thresholds, warm-up and per-layer settings for ``target``.
 
     ``evaluate(config) -> Measure`` generates the calibration prompts with ``config`` and
-    compares them with their dense references.  ``budget``: most candidate evaluations.
+    compares them with their dense references.  ``axes_layers``: per-layer axes overrides to try
+    (``{layer: {switch: {"axes": [...]}}}``, e.g. what a characterisation suggests,
+    :func:`kaleido.characterize.suggest.suggested_axes`); ``layer_order``: the self-attention layers the
+    per-layer stage tries at their widest band, in this order (most alike first,
+    :func:`kaleido.characterize.suggest.layers_by_likeness`; empty: no per-layer stage).
+    ``budget``: most candidate evaluations.
     """
     if budget < 2:
         raise ValueError(f"budget={budget}: the search needs at least 2 candidate evaluations")
@@ -381,7 +345,7 @@ def calibrate_to_target(
         raise ValueError(f"bisect_steps={bisect_steps} must be >= 1")
     if not family_switches(base, "all"):
         raise ValueError("the base config enables no op: nothing to calibrate")
-    axes_layers = axes_from_characterization(characterization, base) if characterization is not None else {}
+    axes_layers = dict(axes_layers or {})
     S = _Search(base, axes_layers, evaluate, target, budget, bisect_steps, log)
     psnr = target.kind == "psnr"
 
@@ -446,14 +410,8 @@ def calibrate_to_target(
             cur = S.better(cur, c)
 
     # -- per layer: self-attention q.k^T at its widest band ----------------------------------
-    if psnr and cur.feasible and "self_qk" in family_switches(base, cur.point.family) and num_layers:
-        order = list(range(num_layers))
-        q = characterization.operands.get("self_q") if characterization is not None else None
-        if q is not None:
-            hist = q.layer_axis_hist()
-            med = {layer: layer_median_delta(hist[i]) for i, layer in enumerate(q.layers)}
-            order.sort(key=lambda layer: med.get(layer, math.inf))
-        for layer in order:
+    if psnr and cur.feasible and "self_qk" in family_switches(base, cur.point.family) and layer_order:
+        for layer in layer_order:
             if S.left <= 0:
                 break
             p = cur.point
@@ -468,16 +426,6 @@ def calibrate_to_target(
         S.notes.append(f"the search used its whole budget of {budget} candidate evaluations")
     return TargetCalibration(target, cur, default, scaled_default, S.candidates, axes_layers if use_axes else {},
                              S.notes)
-
-
-def layer_median_delta(axis_hist: torch.Tensor) -> float:
-    """Median Delta of one layer along its most alike axis, from its ``(3, bins)`` row of
-    ``OperandTable.layer_axis_hist()`` (steps, heads and groups pooled)."""
-    from kaleido.characterize import hist_quantile
-
-    med = hist_quantile(axis_hist, 0.5)
-    med = med[~torch.isnan(med)]
-    return float(med.min()) if med.numel() else math.inf
 
 
 def measure_runs(results) -> Measure:
