@@ -1,8 +1,5 @@
 """Sweeps: keys, resume without recomputation, the Dask local-cluster path, analysis."""
 
-import json
-import os
-
 import pytest
 
 from kaleido.compare.analysis import aggregate, load_rows, matched_savings, pareto_figure, pareto_front
@@ -37,26 +34,17 @@ def test_resumed_sweep_computes_nothing_twice(tmp_path):
     assert len(done) == 2
     todo = pending(pts, tmp_path)
     assert [p.key for p in todo] == [p.key for p in pts[2:]]
-    calls = []
-    import kaleido.compare.worker as worker
-
-    orig = worker._dense_video
-
-    def spy(point, results, pipe, call):
-        calls.append(point.key)
-        return orig(point, results, pipe, call)
-
-    worker._dense_video = spy
-    try:
-        for p in todo:  # what run_sweep submits, run in-process
-            run_point(p.to_dict(), str(tmp_path))
-    finally:
-        worker._dense_video = orig
+    (reference,) = tmp_path.glob("dense-*.npy")
+    written = (reference.stat().st_ino, reference.stat().st_mtime_ns)
+    for p in todo:  # what run_sweep submits, run in-process
+        run_point(p.to_dict(), str(tmp_path))
     after = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
     assert len(after) == 4
     assert all(after[n] == t for n, t in done.items())  # earlier rows untouched
     assert not list(tmp_path.glob("*.tmp"))  # no temporary file of a row or reference left behind
-    assert len(calls) == 2 and len(list(tmp_path.glob("dense-*.npy"))) == 1  # the reference was reused
+    # the reference was reused, not generated and written again (an atomic rewrite is a new file)
+    assert list(tmp_path.glob("dense-*.npy")) == [reference]
+    assert (reference.stat().st_ino, reference.stat().st_mtime_ns) == written
     # a finished sweep submits nothing at all (no cluster is even started)
     summary = run_sweep(pts, tmp_path, n_workers=1, progress=False)
     assert (summary.total, summary.already_done, summary.computed) == (4, 4, 0)
