@@ -13,6 +13,7 @@ from .apply import ApplyReport, apply, get_trace, is_applied, remove, reset, set
 from .config import OP_SWITCHES, KaleidoConfig, OpConfig
 from .registry import ModelAdapter, register_adapter, supported_models
 from .trace import ReuseTrace, TraceRecord
+from . import cogvideox, hunyuan_video, wan  # noqa: E402,F401  (each registers its adapter)
 
 __all__ = [
     "apply",

@@ -6,14 +6,14 @@ in joint sequences, and which attention modules and linear layers to patch.  A n
 model is a new adapter class decorated with :func:`register_adapter`; nothing in
 :mod:`kaleido.integrations.apply` names a model.
 
-Lookup walks the model's class hierarchy (so subclasses of a supported class work).
+The built-in adapters (Wan, HunyuanVideo, CogVideoX) register when :mod:`kaleido.integrations`
+is imported, which any import of this module does first.  Lookup walks the model's class hierarchy (so subclasses of a supported class work).
 Models that cannot be supported are listed in :data:`UNSUPPORTED` with the reason.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
@@ -25,12 +25,6 @@ from kaleido.reuse.grid import TokenGrid
 
 #: transformer class name -> adapter class
 _ADAPTERS: dict[str, type["ModelAdapter"]] = {}
-#: modules that register adapters (imported on first lookup)
-_ADAPTER_MODULES = (
-    "kaleido.integrations.wan",
-    "kaleido.integrations.hunyuan_video",
-    "kaleido.integrations.cogvideox",
-)
 #: classes Kaleido refuses, with the reason
 UNSUPPORTED: dict[str, str] = {
     "LTXVideoTransformer3DModel": (
@@ -237,19 +231,12 @@ def register_adapter(cls: type[ModelAdapter]) -> type[ModelAdapter]:
     return cls
 
 
-def _load_builtin_adapters() -> None:
-    for mod in _ADAPTER_MODULES:
-        importlib.import_module(mod)
-
-
 def supported_models() -> list[str]:
-    _load_builtin_adapters()
     return sorted(_ADAPTERS)
 
 
 def adapter_for(model: Any) -> ModelAdapter:
     """The adapter of ``model``'s class (or a base class); ``ValueError`` if none."""
-    _load_builtin_adapters()
     if not isinstance(model, torch.nn.Module):
         raise ValueError(
             f"kaleido.apply needs a diffusers transformer (torch.nn.Module), got {type(model).__name__}; "
