@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 import kaleido
 from kaleido.integrations import KaleidoConfig, get_trace
+from kaleido.integrations.apply import add_observer
 from kaleido.reuse import ChannelGroups, Mode, ReuseConfig, TokenGrid, decide_effective
 
 THETA1, THETA2, LOW_BITS = 16.0, 32.0, 6
@@ -209,7 +210,7 @@ def test_self_attention_follows_query_modes(case):
             operands[(module, role)] = operand.detach().clone()
 
     name0 = next(iter(caps))
-    model.get_submodule(name0).processor.runtime.observers.append(observer)
+    add_observer(model, observer)
     kw = similar_frames(case)
     run(model, kw)
     for h in handles:

@@ -12,7 +12,7 @@ from kaleido.integrations import testing as T
 from kaleido.integrations.evaluation import GenerationSettings, generate, load_any_pipeline
 from kaleido.reuse import ReuseConfig
 
-WAN_SETTINGS = GenerationSettings(steps=2, frames=9, height=64, width=64, guidance=5.0)
+WAN_SETTINGS = GenerationSettings(num_inference_steps=2, num_frames=9, height=64, width=64, guidance_scale=5.0)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_warm_up_changes_neither_videos_nor_traces(wan_pipe):
     from kaleido.integrations.evaluation import dense_runs, kaleido_runs
 
     cfg = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=1))
-    settings = GenerationSettings(steps=3, frames=9, height=64, width=64, guidance=5.0)
+    settings = GenerationSettings(num_inference_steps=3, num_frames=9, height=64, width=64, guidance_scale=5.0)
     runs = {}
     for warm in (0, 1):
         dense = dense_runs(wan_pipe, ["a blue square moving up"], [1], settings, progress=False, warmup_steps=warm)

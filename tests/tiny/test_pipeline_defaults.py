@@ -119,5 +119,5 @@ def test_an_over_long_prompt_warns_once_at_the_callers_line(pipe):
     assert len(rec) == 1 and rec[0].filename == __file__
     with warnings.catch_warnings(record=True) as rec:  # through the harness: still once, not twice
         warnings.simplefilter("always")
-        generate(pipe, long, 0, GenerationSettings(steps=1, frames=1, height=16, width=16, max_sequence_length=16))
+        generate(pipe, long, 0, GenerationSettings(num_inference_steps=1, num_frames=1, height=16, width=16, max_sequence_length=16))
     assert len([w for w in rec if issubclass(w.category, PromptWarning)]) == 1

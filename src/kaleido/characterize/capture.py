@@ -115,7 +115,7 @@ def characterize_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settin
     """
     from tqdm.auto import tqdm
 
-    from kaleido.integrations.apply import _runtime, apply, remove
+    from kaleido.integrations.apply import add_observer, apply, remove
     from kaleido.integrations.evaluation import generate
 
     if not prompts:
@@ -124,9 +124,8 @@ def characterize_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settin
         raise ValueError("characterize needs at least one seed")
     cfg = capture_config(base)
     report = apply(pipe.transformer, cfg)
-    runtime = _runtime(pipe.transformer)
     recorder = OperandRecorder(cfg.reuse.metric, cfg.reuse.granularity, report.rope_split)
-    runtime.observers.append(recorder)
+    add_observer(pipe.transformer, recorder)
     dense = {}
     try:
         pairs = [(p, s) for p in prompts for s in seeds]

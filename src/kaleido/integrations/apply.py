@@ -273,5 +273,15 @@ def set_num_steps(transformer: torch.nn.Module, num_steps: int | None) -> None:
     _runtime(transformer).num_steps_override = num_steps
 
 
+def add_observer(transformer: torch.nn.Module, observer: Callable[..., None]) -> None:
+    """Hand every reused operand of the Kaleido-patched ``transformer`` to ``observer`` until :func:`remove`
+    (called as :meth:`KaleidoRuntime.observe <kaleido.integrations.state.KaleidoRuntime.observe>` calls its
+    observers: the call in progress, then ``layer, op, role, module, operand, grid, groups``); the
+    characterisation's operand capture attaches this way."""
+    if not callable(observer):
+        raise ValueError(f"add_observer needs a callable, got {type(observer).__name__}")
+    _runtime(transformer).observers.append(observer)
+
+
 def is_applied(transformer: torch.nn.Module) -> bool:
     return hasattr(transformer, _RUNTIME_ATTR)
