@@ -75,9 +75,9 @@ def reuse_attend(
         lb = rt.low_bits(proc.qk_switch, proc.layer)
         rt.record_dense(layer=proc.layer, op=qk_op, module=proc.name, batch=B, heads=H, rows=Sq, dim=D,
                         n_cols=Sk, grid=grid, groups=groups, low_bits=lb)
-        pv_groups = rt.groups("pv", proc.layer, Sk)
         rt.record_dense(layer=proc.layer, op=pv_op, module=proc.name, batch=B, heads=H, rows=Sq, dim=Sk,
-                        n_cols=Dv, grid=grid, groups=pv_groups, low_bits=rt.low_bits("pv", proc.layer))
+                        n_cols=Dv, grid=grid, groups=rt.pv_record_groups(proc.layer, Sk),
+                        low_bits=rt.low_bits("pv", proc.layer))
         return out
     pv_groups = rt.groups("pv", proc.layer, Sk) if pv_cfg is not None else None
     cfg = qk_cfg if qk_cfg is not None else ReuseConfig.dense(low_bits=rt.low_bits(proc.qk_switch, proc.layer))
@@ -91,10 +91,11 @@ def reuse_attend(
         rt.record_modes(layer=proc.layer, op=pv_op, module=proc.name, mode_map=st.pv_modes, n_cols=Dv, heads=H)
     elif st.pv_skipped_rows is not None:  # the exact P.V row skip: skipped rows FULL, no P.V decision made
         rt.record_row_skip(layer=proc.layer, op=pv_op, module=proc.name, skipped=st.pv_skipped_rows, n_cols=Dv,
-                           grid=grid, groups=rt.groups("pv", proc.layer, Sk), low_bits=rt.low_bits("pv", proc.layer))
+                           grid=grid, groups=rt.pv_record_groups(proc.layer, Sk),
+                           low_bits=rt.low_bits("pv", proc.layer))
     else:
         rt.record_dense(layer=proc.layer, op=pv_op, module=proc.name, batch=B, heads=H, rows=Sq, dim=Sk,
-                        n_cols=Dv, grid=grid, groups=rt.groups("pv", proc.layer, Sk),
+                        n_cols=Dv, grid=grid, groups=rt.pv_record_groups(proc.layer, Sk),
                         low_bits=rt.low_bits("pv", proc.layer))
     return out.to(q.dtype)
 

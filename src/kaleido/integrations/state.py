@@ -59,6 +59,9 @@ class KaleidoRuntime:
         self.adapter = adapter
         self.meta = meta
         self.rope_split = adapter.rope_split(model)
+        #: P.V reuse is on at some layer: P.V records keep the pv switch's key chunks (one layout per op
+        #: kind); else a P.V is never decided and is recorded as one group of all keys (a small trace)
+        self.pv_decided = any(config.op_config("pv", layer).enabled for layer in range(adapter.num_layers(model)))
         self.head_dim = adapter.head_dim(model)
         self.text_position = adapter.text_position
         self.num_steps_override: int | None = None
@@ -212,6 +215,12 @@ class KaleidoRuntime:
             g = self.make_groups(switch, layer, dim)
             self._groups[key] = g
         return g
+
+    def pv_record_groups(self, layer: int, n_keys: int) -> ChannelGroups:
+        """The groups a P.V record of ``layer`` is stored with (see :attr:`pv_decided`)."""
+        if self.pv_decided:
+            return self.groups("pv", layer, n_keys)
+        return ChannelGroups((n_keys,), ("t",), ("keys",))
 
     def make_groups(self, switch: str, layer: int, dim: int) -> ChannelGroups:
         op = self.config.op_config(switch, layer)
