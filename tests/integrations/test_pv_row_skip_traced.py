@@ -8,14 +8,8 @@ import kaleido
 from kaleido.integrations import KaleidoConfig, ReuseTrace
 
 
-def _trace(axes):
-    from diffusers import WanTransformer3DModel
-
+def _trace(model, axes):
     torch.manual_seed(0)
-    model = WanTransformer3DModel(
-        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4, out_channels=4,
-        text_dim=16, freq_dim=16, ffn_dim=32, num_layers=2, rope_max_seq_len=64,
-    ).eval()
     x = torch.randn(1, 4, 1, 8, 8).expand(-1, -1, 3, -1, -1).contiguous()
     cfg = KaleidoConfig.from_dict({"reuse": {"theta1": 64, "theta2": 64, "low_bits": 7, "dense_steps": 0},
                                    "ops": {"self_qk": {"axes": axes, "theta1": 64, "theta2": 64, "low_bits": 7}}})
@@ -27,8 +21,8 @@ def _trace(axes):
     return kaleido.remove(model)
 
 
-def test_one_axis_groups_skip_pv_rows_and_the_trace_says_so(tmp_path):
-    tr = _trace("t")  # a static clip: along t every row repeats its predecessor
+def test_one_axis_groups_skip_pv_rows_and_the_trace_says_so(tmp_path, wan_model):
+    tr = _trace(wan_model, "t")  # a static clip: along t every row repeats its predecessor
     pv = tr.select(op="self_pv")
     assert pv and all(not r.enabled for r in pv)  # no P.V decision was made...
     full = sum(int(r.head_counts[..., 2].sum()) for r in pv)
@@ -43,6 +37,6 @@ def test_one_axis_groups_skip_pv_rows_and_the_trace_says_so(tmp_path):
     assert profile.ops.get("self_attn_pv") is None  # P.V stays undecided in the simulator's profile
 
 
-def test_the_default_axes_skip_no_pv_row():
-    tr = _trace(["w", "t", "t"])  # the default's per-group axes: a row FULL in all three has two anchors
+def test_the_default_axes_skip_no_pv_row(wan_model):
+    tr = _trace(wan_model, ["w", "t", "t"])  # the default's per-group axes: a row FULL in all three has two anchors
     assert tr.summary()["per_op"]["self_pv"]["saved_fraction"] == 0.0

@@ -364,11 +364,11 @@ class ReuseTrace:
             if r.decision is not None:
                 decisions.append([i, *r.decision.row()])
             layout = {"groups": r.groups.to_dict(), "low_bits": int(r.low_bits)}
-            hc = np.ascontiguousarray(r.head_counts, dtype=np.int64)
             c_here, p_here = c_off, -1
             if _all_compute(r):  # a dense or disabled GEMM: its counts follow from its shape
-                c_here, hc = -1, hc[..., :0]
-            hc = hc[..., int(Mode.PARTIAL):].reshape(-1)  # COMPUTE = batch x rows - PARTIAL - FULL
+                c_here, hc = -1, np.zeros(0, np.int64)
+            else:  # COMPUTE = batch x rows - PARTIAL - FULL
+                hc = np.ascontiguousarray(np.asarray(r.head_counts, dtype=np.int64)[..., int(Mode.PARTIAL):]).reshape(-1)
             if c_here >= 0 and r.pattern_counts is not None:  # sparse: most of the 3**G row patterns never occur
                 pc = np.asarray(r.pattern_counts, dtype=np.int64)
                 nz = np.flatnonzero(pc)
