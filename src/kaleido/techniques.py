@@ -8,7 +8,9 @@ picks the handler, registered with :func:`register_technique`.  Configs:
 * each baseline's settings dataclass (``kaleido.baselines.METHODS[name].Settings``: Sparse
   VideoGen, block top-k, ToMe, AdapTiV, EXION, Cambricon-D, PAB, FirstBlockCache,
   TaylorSeer) - handler: the baseline's ``Method.apply``, returns its handle (``report()``);
-* a list of configs - a stack, applied in order (e.g. TaylorSeer, then Kaleido).
+* a list of configs - a stack, applied in order (e.g. TaylorSeer, then Kaleido), under the rules of
+  :func:`kaleido.baselines.stack.check_composable` (one step cache, one technique per op kind); a list that
+  fails part-way is undone back to what was applied before it.
 
 Every config round-trips through a plain mapping (:func:`config_to_dict` /
 :func:`config_from_dict`, JSON or YAML: ``{"technique": "tome", "ratio": 0.3}``; a
@@ -149,13 +151,18 @@ def apply(transformer: torch.nn.Module, config: Any = None, *,
     if isinstance(cfg, list):
         if not cfg:
             raise ValueError("kaleido.apply: an empty list of techniques would patch nothing; give at least one")
+        from kaleido.baselines import METHODS
+        from kaleido.baselines.stack import check_composable
+
+        names = [_name_of(c) for c in cfg]
+        check_composable(names, {n: METHODS[n].claims for n in names})  # the stack's rules, before patching
         out = []
         try:
             for c in cfg:
                 out.append(apply(transformer, c, filter_fn=filter_fn))
         except Exception:
-            for _ in out:
-                remove(transformer)
+            for _ in out:  # undo what this call applied, not what was there before it
+                _remove_last(transformer)
             raise
         return out
     _forget_removed(transformer)
@@ -232,11 +239,22 @@ def remove(transformer: torch.nn.Module) -> Any:
                          "call kaleido.apply first")
     result, trace, seen_kaleido = None, None, False
     while stack:
-        name, handle = stack.pop()
+        name, out = _remove_last(transformer)
         if name == "kaleido":
-            trace, seen_kaleido = remove_kaleido(transformer), True
-        else:
-            result = handle.report()
-            handle.remove()
+            trace, seen_kaleido = out, True
+        elif result is None:
+            result = out
     delattr(transformer, _APPLIED_ATTR)
     return trace if seen_kaleido else result
+
+
+def _remove_last(transformer: torch.nn.Module) -> tuple[str, Any]:
+    """Undo the technique applied last: ``(name, Kaleido's trace or the baseline's report)``."""
+    from kaleido.integrations.apply import remove as remove_kaleido
+
+    name, handle = getattr(transformer, _APPLIED_ATTR).pop()
+    if name == "kaleido":
+        return name, remove_kaleido(transformer)
+    report = handle.report()
+    handle.remove()
+    return name, report

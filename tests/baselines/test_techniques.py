@@ -78,3 +78,24 @@ def test_apply_refuses_filters_a_baseline_cannot_honour_and_non_configs(random_p
     with pytest.raises(ValueError, match="empty list"):
         techniques.apply(tr, [])
     assert techniques.applied(tr) == []
+
+
+def test_a_failing_list_undoes_only_what_it_applied(random_pipe, generate, dense_frames):
+    tr = random_pipe[0].transformer
+    techniques.apply(tr, METHODS["taylorseer"].Settings())
+    try:
+        with pytest.raises(ValueError, match="already has a diffusers cache"):
+            techniques.apply(tr, [METHODS["tome"].Settings(), METHODS["fbcache"].Settings()])
+        assert techniques.applied(tr) == ["taylorseer"]  # ToMe rolled back, the earlier cache kept
+    finally:
+        techniques.remove(tr)
+    np.testing.assert_array_equal(generate(), dense_frames)
+
+
+def test_a_list_follows_the_stacks_rules(random_pipe):
+    tr = random_pipe[0].transformer
+    with pytest.raises(ValueError, match="both decide self_"):
+        techniques.apply(tr, [METHODS["tome"].Settings(), METHODS["block_topk"].Settings()])
+    with pytest.raises(ValueError, match="both step caches"):
+        techniques.apply(tr, [METHODS["taylorseer"].Settings(), METHODS["fbcache"].Settings()])
+    assert techniques.applied(tr) == []

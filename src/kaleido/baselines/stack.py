@@ -51,14 +51,33 @@ class StackSettings:
             items.append(dict(t))
         if len(items) < 2:
             raise ValueError(f"stack: give at least two techniques, got {len(items)}; run a single one directly")
-        names = [t["technique"] for t in items]
-        if "stack" in names:
-            raise ValueError("stack: a stack cannot hold another stack; list its techniques instead")
-        caches = [n for n in names if n in STEP_CACHES]
-        if len(caches) > 1:
-            raise ValueError(f"stack: {' and '.join(caches)} are both step caches; diffusers keeps one cache per "
-                             "model: stack one step cache with one op-level technique")
+        check_composable([t["technique"] for t in items])
         object.__setattr__(self, "techniques", tuple(items))
+
+
+def check_composable(names: list[str], claims: dict[str, frozenset] | None = None) -> None:
+    """Refuse, in one line, techniques that do not compose on one transformer (see the module docstring).
+
+    ``names``: the techniques in order; ``claims``: each one's ``Method.claims`` (``(unit, op kind)`` pairs
+    it decides), when known - two techniques deciding one op kind are refused too.
+    """
+    if "stack" in names:
+        raise ValueError("stack: a stack cannot hold another stack; list its techniques instead")
+    caches = [n for n in names if n in STEP_CACHES]
+    if len(caches) > 1:
+        raise ValueError(f"stack: {' and '.join(caches)} are both step caches; diffusers keeps one cache per "
+                         "model: stack one step cache with one op-level technique")
+    op_level = [n for n in names if n not in STEP_CACHES]
+    if len(op_level) > 1 and "kaleido" in op_level:
+        raise ValueError(f"stack: {' and '.join(op_level)} both decide how ops are computed; Kaleido stacks "
+                         "with a step cache, not with another op-level technique")
+    deciders: dict[str, str] = {}
+    for n in names:
+        for _, kind in sorted((claims or {}).get(n, ())):
+            if kind in deciders:
+                raise ValueError(f"stack: {deciders[kind]} and {n} both decide {kind}; stack a step cache "
+                                 "with one technique that decides ops")
+            deciders[kind] = n
 
 
 def _claimed(method: Method, report: MethodReport) -> set[str]:
@@ -129,17 +148,7 @@ class Stack(Method):
         super().__init__(**settings)
         self.methods = [resolve(t["technique"], **{k: v for k, v in t.items() if k != "technique"})
                         for t in self.settings.techniques]
-        deciders: dict[str, str] = {}
-        for m in self.methods:
-            for _, kind in sorted(m.claims):
-                if kind in deciders:
-                    raise ValueError(f"stack: {deciders[kind]} and {m.name} both decide {kind}; stack a step cache "
-                                     "with one technique that decides ops")
-                deciders[kind] = m.name
-        op_level = [m.name for m in self.methods if m.name not in STEP_CACHES]
-        if len(op_level) > 1 and "kaleido" in op_level:
-            raise ValueError(f"stack: {' and '.join(op_level)} both decide how ops are computed; Kaleido stacks "
-                             "with a step cache, not with another op-level technique")
+        check_composable([m.name for m in self.methods], {m.name: m.claims for m in self.methods})
 
     def settings_dict(self) -> dict:
         return {"techniques": [dict(t) for t in self.settings.techniques]}
