@@ -33,7 +33,7 @@ def _builtin_count(value: str | None) -> int | None:
 
 
 @click.command()
-@click.option("--model", default="tiny", show_default=True, help="'tiny', a local pipeline folder, or a hub id.")
+@click.option("--model", default="tiny", show_default=True, help="'tiny' or 'tiny-96' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Base KaleidoConfig.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="Calibrated config (.yaml/.json).")
 @click.option("--prompts", "prompts_arg", default=None,

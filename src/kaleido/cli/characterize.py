@@ -17,7 +17,7 @@ from kaleido.cli._pipeline import generation_options, parse_seeds
 
 
 @click.command()
-@click.option("--model", default="tiny", show_default=True, help="'tiny', a local pipeline folder, or a hub id.")
+@click.option("--model", default="tiny", show_default=True, help="'tiny' or 'tiny-96' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--prompts", "prompts_path", type=click.Path(dir_okay=False), required=True,
               help="Prompt file: one prompt per line, or a JSON list.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder.")

@@ -41,7 +41,7 @@ def _print_table(reuse: dict) -> None:
 
 
 @click.command()
-@click.option("--model", default="tiny", show_default=True, help="'tiny' (shipped), a local pipeline folder, or a hub id.")
+@click.option("--model", default="tiny", show_default=True, help="'tiny' or 'tiny-96' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--prompt", "prompts", multiple=True, help="Prompt (repeatable). Default: the first evaluation prompt.")
 @click.option("--seed", "seeds", type=int, multiple=True, help="Seed (repeatable). Default: 0.")
 @generation_options
@@ -67,6 +67,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     from kaleido.integrations import KaleidoConfig
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.integrations.evaluation import EVAL_PROMPTS, dense_runs, kaleido_runs, save_runs, settings_for
+    from kaleido.tiny.pipeline import TINY_VARIANTS
 
     if threads:
         torch.set_num_threads(threads)
@@ -80,7 +81,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
                             guidance_scale=guidance)
     prompts = list(prompts) or [EVAL_PROMPTS[0]]
     seeds = list(seeds) or [0]
-    scale = scale if scale is not None else (4 if model == "tiny" else 1)
+    scale = scale if scale is not None else (4 if model in TINY_VARIANTS else 1)
 
     click.echo(f"loading {model!r} on {device} ({dtype})", err=True)
     pipe = load_pipeline_arg(model, device, dtype)

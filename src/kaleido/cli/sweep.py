@@ -39,7 +39,7 @@ def _parse_points(text: str) -> list[tuple]:
 
 
 @click.command()
-@click.option("--model", default="tiny", show_default=True, help="'tiny', a local pipeline folder, or a hub id.")
+@click.option("--model", default="tiny", show_default=True, help="'tiny' or 'tiny-96' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--points", default="0:0,0.5:2,1:4,2:4,2:8,3:8,4:8", show_default=True,
               help="THETA1:THETA2 pairs (int8 units), comma-separated.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,

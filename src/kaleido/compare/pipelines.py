@@ -42,8 +42,12 @@ def pipeline_fingerprint(name: str) -> str:
 
     if name == "random-wan":
         return "random-wan:" + hashlib.sha256(repr(["testing.tiny_random_wan_pipeline", sorted(RANDOM_WAN_TRANSFORMER.items())]).encode()).hexdigest()[:12]
+    from kaleido.tiny.pipeline import TINY_VARIANTS, variant_transformer_path
+
     folder = Path(_resolve(name))
-    files = sorted((folder / "transformer").glob("*.safetensors"))
+    variant = TINY_VARIANTS.get(name)
+    tdir = variant_transformer_path(name) if variant is not None and variant.transformer else folder / "transformer"
+    files = sorted(tdir.glob("*.safetensors"))
     if not files:
         raise ValueError(f"pipeline {name!r}: no transformer/*.safetensors under {folder} to fingerprint")
     h = hashlib.sha256()
@@ -72,10 +76,10 @@ def load_pipeline(name: str) -> tuple:
     row stores them."""
     if name == "random-wan":
         return build_random_wan_pipeline(), RANDOM_WAN_SETTINGS.call_kwargs()
-    from kaleido.tiny.pipeline import TINY_DEMO
+    from kaleido.tiny.pipeline import demo_settings
     from kaleido.tiny.pipeline import load_pipeline as load
 
     _resolve(name)
     pipe = load(name)
     pipe.set_progress_bar_config(disable=True)
-    return pipe, (TINY_DEMO if name == "tiny" else GenerationSettings()).call_kwargs()
+    return pipe, demo_settings(name).call_kwargs()

@@ -29,7 +29,7 @@ import torch
 
 from kaleido.generation_settings import GenerationSettings
 from kaleido.metrics import VideoComparison, compare_videos
-from kaleido.tiny.pipeline import TINY_DEMO, PromptWarning, TinyWanPipeline, unknown_words_message
+from kaleido.tiny.pipeline import PromptWarning, TinyWanPipeline, demo_settings, unknown_words_message
 from kaleido.tiny.pipeline import load_pipeline as load_any_pipeline  # noqa: F401  (the old name; tests still import it)
 from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
@@ -57,10 +57,10 @@ CALIBRATION_PROMPTS: tuple[str, ...] = (
 
 
 def settings_for(model: str, **overrides: Any) -> GenerationSettings:
-    """Call settings for ``model``: the miniature demo's (:data:`~kaleido.tiny.pipeline.TINY_DEMO`) for
-    ``"tiny"``, else the pipeline's own defaults; every override (a :class:`GenerationSettings` field) that is
-    not ``None`` replaces its field."""
-    return (TINY_DEMO if model == "tiny" else GenerationSettings()).overridden(**overrides)
+    """Call settings for ``model``: a miniature variant's demo (:func:`~kaleido.tiny.pipeline.demo_settings`:
+    ``"tiny"``, ``"tiny-96"``), else the pipeline's own defaults; every override (a :class:`GenerationSettings`
+    field) that is not ``None`` replaces its field."""
+    return demo_settings(model).overridden(**overrides)
 
 
 class TransformerTimer:

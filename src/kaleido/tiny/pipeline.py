@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.resources
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,6 +39,34 @@ TINY_TEXT_TOKENS = 16
 #: the tiny model's demo: 17 frames x 64x64 -> latents 5x16x16 -> 5x16x16 tokens after patchify
 TINY_DEMO = GenerationSettings(height=64, width=64, num_frames=17, num_inference_steps=25, guidance_scale=5.0,
                                negative_prompt="", max_sequence_length=TINY_TEXT_TOKENS)
+
+
+#: the second variant's demo: 17 frames x 96x96 -> latents 5x24x24 = 2,880 tokens (1.5x each spatial side,
+#: the 480p -> 720p step; :mod:`kaleido.tiny.finetune`)
+TINY_96_DEMO = TINY_DEMO.overridden(height=96, width=96)
+
+
+@dataclass(frozen=True)
+class TinyVariant:
+    """A shipped resolution of the miniature pipeline: its own transformer (``None``: the shipped pipeline's)
+    in ``kaleido/assets/<transformer>/transformer``, everything else shared with ``tiny``."""
+
+    name: str
+    demo: GenerationSettings
+    transformer: str | None = None
+
+
+#: ``--model`` names of the shipped miniature pipelines
+TINY_VARIANTS = {
+    "tiny": TinyVariant("tiny", TINY_DEMO),
+    "tiny-96": TinyVariant("tiny-96", TINY_96_DEMO, transformer="tiny-wan-96"),
+}
+
+
+def demo_settings(model: str) -> GenerationSettings:
+    """The generation settings ``model`` was made for: a tiny variant's demo, else the pipeline's own defaults."""
+    variant = TINY_VARIANTS.get(model)
+    return variant.demo if variant is not None else GenerationSettings()
 
 
 class PromptWarning(UserWarning):
@@ -97,10 +126,19 @@ class TinyWanPipeline(WanPipeline):
     tokens than ``max_sequence_length``, warns (:class:`PromptWarning`, at the caller's line).
     """
 
-    def __call__(self, prompt=None, negative_prompt=TINY_DEMO.negative_prompt, height=TINY_DEMO.height,
-                 width=TINY_DEMO.width, num_frames=TINY_DEMO.num_frames,
-                 num_inference_steps=TINY_DEMO.num_inference_steps, guidance_scale=TINY_DEMO.guidance_scale, *args,
-                 max_sequence_length=TINY_DEMO.max_sequence_length, **kwargs):
+    #: the call defaults (``load_pipeline("tiny-96")`` sets :data:`TINY_96_DEMO`)
+    demo: GenerationSettings = TINY_DEMO
+
+    def __call__(self, prompt=None, negative_prompt=None, height=None, width=None, num_frames=None,
+                 num_inference_steps=None, guidance_scale=None, *args, max_sequence_length=None, **kwargs):
+        d = self.demo
+        negative_prompt = d.negative_prompt if negative_prompt is None else negative_prompt
+        height = d.height if height is None else height
+        width = d.width if width is None else width
+        num_frames = d.num_frames if num_frames is None else num_frames
+        num_inference_steps = d.num_inference_steps if num_inference_steps is None else num_inference_steps
+        guidance_scale = d.guidance_scale if guidance_scale is None else guidance_scale
+        max_sequence_length = d.max_sequence_length if max_sequence_length is None else max_sequence_length
         for p in [prompt] if isinstance(prompt, str) else list(prompt or []):
             for msg in (unknown_words_message(self.tokenizer, p),
                         truncation_message(self.tokenizer, p, max_sequence_length)):
@@ -115,12 +153,22 @@ def tiny_pipeline_path() -> Path:
     return Path(str(importlib.resources.files("kaleido") / "assets" / "tiny-wan"))
 
 
+def variant_transformer_path(name: str) -> Path:
+    """Folder of the shipped tiny variant ``name``'s transformer (``config.json`` + safetensors)."""
+    sub = TINY_VARIANTS[name].transformer
+    return Path(str(importlib.resources.files("kaleido") / "assets" / sub / "transformer"))
+
+
 def resolve_model(model: str) -> str:
-    """``"tiny"`` -> the shipped folder; an existing local folder (``~`` expanded) -> itself; otherwise a hub id."""
-    if model == "tiny":
+    """A tiny variant's name (``"tiny"``, ``"tiny-96"``) -> the shipped pipeline folder it builds on; an existing
+    local folder (``~`` expanded) -> itself; otherwise a hub id."""
+    if model in TINY_VARIANTS:
         path = tiny_pipeline_path()
         if not (path / "model_index.json").exists():
             raise ValueError(f"the tiny pipeline is missing at {path}; run `kaleido train-tiny --ship` to build it")
+        if TINY_VARIANTS[model].transformer and not (variant_transformer_path(model) / "config.json").is_file():
+            raise ValueError(f"the {model} variant's transformer is missing at {variant_transformer_path(model)}; "
+                             "build it with `python -m kaleido.tiny.finetune` (docs/model-card.md)")
         return str(path)
     folder = os.path.expanduser(model)
     if os.path.isdir(folder):
@@ -193,7 +241,7 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
     """The pipeline ``model`` names, on ``device``, in ``dtype`` (a ``torch.dtype`` or ``"fp32"`` / ``"bf16"`` /
     ``"fp16"``).
 
-    model: ``"tiny"`` (shipped, offline), a local diffusers folder, or a hub id (needs network unless
+    model: a tiny variant (``"tiny"``, ``"tiny-96"``: shipped, offline), a local diffusers folder, or a hub id (needs network unless
     cached; with ``HF_HUB_OFFLINE=1`` an uncached id fails at once, in one line). ``"tiny"`` and a folder
     a ``TinyWanPipeline`` saved give a :class:`TinyWanPipeline` (call defaults ``TINY_DEMO``); another Wan
     pipeline a ``WanPipeline`` (a real checkpoint's VAE in float32, diffusers' Wan 2.1 recipe); any
@@ -210,7 +258,14 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
     if not local:
         check_hub_id(source)
     saved = _saved_class(source)
-    if model == "tiny" or saved == TinyWanPipeline.__name__:
+    variant = TINY_VARIANTS.get(model)
+    if variant is not None and variant.transformer:
+        from diffusers import WanTransformer3DModel
+
+        transformer = from_pretrained(WanTransformer3DModel, str(variant_transformer_path(model)), **dtype_kwarg(dt))
+        pipe = from_pretrained(TinyWanPipeline, source, transformer=transformer, **dtype_kwarg(dt))
+        pipe.demo = variant.demo
+    elif variant is not None or saved == TinyWanPipeline.__name__:
         # a folder written by ``load_pipeline("tiny").save_pretrained(...)``: the same defaults again
         pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dt))
     elif saved == WanPipeline.__name__ and local and _is_small(source):

@@ -3,6 +3,8 @@
 ``python -m kaleido.tiny.report --run runs/tiny --pipeline runs/tiny/pipeline --docs docs``
 writes ``docs/tiny/results.json``, ``docs/tiny/loss_per_timestep.png``,
 ``docs/tiny/training_curves.png`` and ``docs/samples/*.gif``. Every number comes from this run.
+``--model tiny-96 --run runs/tiny-96`` measures a shipped variant (:mod:`kaleido.tiny.finetune`) at its own
+size instead: ``docs/tiny-96/`` and ``docs/samples/tiny-96/``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ class TinyReport:
     generation_seconds: list = field(default_factory=list)
     demo_settings: dict = field(default_factory=dict)
     pipeline_bytes: int = 0
+    #: the pipeline measured (a tiny variant's name, or a folder) and its clip size in pixels
+    model: str = "tiny"
+    size: int = 64
+    #: a fine-tuned variant: the same held-out loss of the transformer it started from (the shipped one,
+    #: trained at 64 px), i.e. what fine-tuning at this size bought
+    base_transformer_val_loss: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -60,15 +68,16 @@ class TinyReport:
 
 def measure_vae(pipe, report: TinyReport, n: int = 24) -> None:
     vae = pipe.vae
-    real = E.heldout_real_windows(n)
-    proc, _, _ = E.heldout_procedural_clips(n)
+    real = E.heldout_real_windows(n, size=report.size)
+    proc, _, _ = E.heldout_procedural_clips(n, size=report.size)
     report.vae_psnr_real_heldout_db = float(np.mean(E.vae_psnr(vae, real)))
     report.vae_psnr_procedural_heldout_db = float(np.mean(E.vae_psnr(vae, proc)))
     report.vae_psnr_carphone_pristine_db = float(np.mean(E.vae_psnr(vae, E.carphone_clip())))
     report.n_real_windows = report.n_procedural_clips = n
 
 
-def measure_flow_matching(pipe, run: Path, report: TinyReport, plot_path: Path, n_val: int = 80) -> None:
+def measure_flow_matching(pipe, run: Path, report: TinyReport, plot_path: Path, n_val: int = 80,
+                          base_transformer=None) -> None:
     train = LatentSet.load(run / "latents" / "train")
     val = LatentSet.load(run / "latents" / "val")
     report.latent_spectrum = latent_spectrum(train.latents)
@@ -93,6 +102,10 @@ def measure_flow_matching(pipe, run: Path, report: TinyReport, plot_path: Path, 
     report.transformer_val_loss = float(np.mean(model_loss))
     report.linear_val_loss = float(np.mean(lin_loss))
     report.loss_reduction_vs_linear = 1 - report.transformer_val_loss / report.linear_val_loss
+    if base_transformer is not None:
+        base = base_transformer.eval()
+        report.base_transformer_val_loss = float(np.mean(validation_loss_per_sigma(
+            lambda x, s, t: predict(base, x, s, t), x_val, text, VAL_SIGMAS, noise)))
     E.save_loss_curve_plot(VAL_SIGMAS, model_loss, lin_loss, str(plot_path))
 
 
@@ -119,10 +132,10 @@ def measure_word_use(pipe, run: Path, report: TinyReport, n_clips: int = 32) -> 
 
 
 def generate(pipe, prompt: str, seed: int, **overrides) -> np.ndarray:
-    """One clip ``(T, H, W, 3)`` in [0, 1] with the tiny demo settings."""
+    """One clip ``(T, H, W, 3)`` in [0, 1] with the pipeline's demo settings (a tiny variant's own size)."""
     from kaleido.tiny.pipeline import TINY_DEMO
 
-    kwargs = TINY_DEMO.to_dict() | overrides
+    kwargs = getattr(pipe, "demo", TINY_DEMO).to_dict() | overrides
     out = pipe(prompt, generator=torch.Generator().manual_seed(seed), output_type="np", **kwargs)
     return out.frames[0]
 
@@ -134,7 +147,7 @@ def measure_prompt_check_ceiling(pipe, report: TinyReport) -> None:
 
     gt, rec = [], []
     for i, (colour, shape, direction, background) in enumerate(E.EVAL_PROMPTS):
-        clip, _ = D.render_clip(D.ShapeSpec(colour, shape, "moving", direction, background), 17, 64, seed=i)
+        clip, _ = D.render_clip(D.ShapeSpec(colour, shape, "moving", direction, background), 17, report.size, seed=i)
         gt.append(E.check_prompt_following((clip + 1) / 2, colour, direction).ok)
         back = E.reconstruct(pipe.vae, clip[None])[0]
         rec.append(E.check_prompt_following((back + 1) / 2, colour, direction).ok)
@@ -183,9 +196,12 @@ def plot_training_curves(run: Path, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    vae = [json.loads(line) for line in (run / "vae" / "log.jsonl").read_text().splitlines()]
+    vae_log = run / "vae" / "log.jsonl"  # a fine-tuned variant (kaleido.tiny.finetune) trains no VAE
+    vae = [json.loads(line) for line in vae_log.read_text().splitlines()] if vae_log.exists() else []
     tr = [json.loads(line) for line in (run / "transformer" / "log.jsonl").read_text().splitlines()]
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+    if not vae:
+        ax[0].set_visible(False)
     steps = [r["step"] for r in vae]
     psnr = np.array([r["psnr_train"] for r in vae])
     k = 5
@@ -212,14 +228,14 @@ def plot_training_curves(run: Path, path: Path) -> None:
 def main() -> None:  # pragma: no cover
     import argparse
 
-    from diffusers import WanPipeline
-
-    from kaleido.tiny.pipeline import TINY_DEMO
+    from kaleido.tiny.pipeline import TINY_VARIANTS, load_pipeline, variant_transformer_path
 
     p = argparse.ArgumentParser()
     p.add_argument("--run", default="runs/tiny")
     p.add_argument("--pipeline", default="runs/tiny/pipeline")
     p.add_argument("--docs", default="docs")
+    p.add_argument("--model", default=None, help="measure this shipped tiny variant (e.g. tiny-96) instead of "
+                                                 "--pipeline; figures go to DOCS/<model>/ and DOCS/samples/<model>/")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip", default="", help="comma list of: vae,flow,words,prompts,samples (skipped parts keep "
                                                 "their figures from the existing results.json)")
@@ -227,22 +243,32 @@ def main() -> None:  # pragma: no cover
     torch.set_num_threads(a.threads)
     skip = set(a.skip.split(",")) - {""}
     run, docs = Path(a.run), Path(a.docs)
-    (docs / "tiny").mkdir(parents=True, exist_ok=True)
-    pipe = WanPipeline.from_pretrained(a.pipeline)
+    name = a.model or "tiny"
+    (docs / name).mkdir(parents=True, exist_ok=True)
+    pipe = load_pipeline(a.model or a.pipeline)
     pipe.set_progress_bar_config(disable=True)
-    results = docs / "tiny" / "results.json"
+    results = docs / name / "results.json"
     report = TinyReport()
     if skip and results.exists():
         old = json.loads(results.read_text())
         report = TinyReport(**{k: v for k, v in old.items() if k in TinyReport.__dataclass_fields__})
-    report.demo_settings = TINY_DEMO.to_dict()
-    report.pipeline_bytes = sum(f.stat().st_size for f in Path(a.pipeline).rglob("*") if f.is_file())
+    from kaleido.tiny.pipeline import TINY_DEMO
+
+    demo = getattr(pipe, "demo", TINY_DEMO)
+    report.demo_settings = demo.to_dict()
+    report.model, report.size = name, int(demo.height)
+    folders = [Path(a.pipeline)]
+    if a.model and TINY_VARIANTS[a.model].transformer:
+        folders.append(variant_transformer_path(a.model).parent)
+    report.pipeline_bytes = sum(f.stat().st_size for d in folders for f in d.rglob("*") if f.is_file())
     if "vae" not in skip:
         measure_vae(pipe, report)
         print("vae", report.vae_psnr_real_heldout_db, report.vae_psnr_procedural_heldout_db, report.vae_psnr_carphone_pristine_db)
     if "flow" not in skip:
-        measure_flow_matching(pipe, run, report, docs / "tiny" / "loss_per_timestep.png")
-        print("flow", report.transformer_val_loss, report.linear_val_loss, report.loss_reduction_vs_linear)
+        base = load_pipeline("tiny").transformer if a.model and TINY_VARIANTS[a.model].transformer else None
+        measure_flow_matching(pipe, run, report, docs / name / "loss_per_timestep.png", base_transformer=base)
+        print("flow", report.transformer_val_loss, report.linear_val_loss, report.loss_reduction_vs_linear,
+              "base", report.base_transformer_val_loss)
     if "words" not in skip:
         measure_word_use(pipe, run, report)
         print("word use", report.word_use)
@@ -252,8 +278,8 @@ def main() -> None:  # pragma: no cover
         measure_prompt_following(pipe, report)
         print("prompts", report.prompt_following_rate, np.mean(report.generation_seconds))
     if "samples" not in skip:
-        save_samples(pipe, docs / "samples")
-    plot_training_curves(run, docs / "tiny" / "training_curves.png")
+        save_samples(pipe, docs / "samples" / (name if a.model else ""))
+    plot_training_curves(run, docs / name / "training_curves.png")
     from kaleido.atomic import write_atomic
 
     write_atomic(results, json.dumps(report.to_dict(), indent=1))

@@ -61,6 +61,10 @@ class TransformerTrainConfig:
     #: direction word is swapped (``val_direction_swap_gain``; ~0: the model ignores the word)
     word_probe: bool = True
     time_budget_s: float | None = None
+    #: a saved ``WanTransformer3DModel`` folder (``config.json`` + safetensors) whose weights start the run
+    #: (fine-tuning, :mod:`kaleido.tiny.finetune`); its architecture must be ``arch``. Used only when
+    #: ``out_dir`` holds no checkpoint yet (a resumed run continues from its own)
+    init_from: str | None = None
     arch: TransformerArch = field(default_factory=TransformerArch)
 
     def validate(self) -> None:
@@ -243,6 +247,20 @@ def direction_swap_gain(predict_fn, x_val: torch.Tensor, val_noise: torch.Tensor
     return float(np.mean(b) / max(float(np.mean(a)), 1e-12) - 1)
 
 
+def load_transformer_weights(folder: str | Path) -> dict[str, torch.Tensor]:
+    """The state dict of the ``WanTransformer3DModel`` saved in ``folder`` (safetensors only, never a pickle)."""
+    from safetensors.torch import load_file
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"{folder}: no .safetensors weights there; pass a folder a WanTransformer3DModel was saved "
+                         "to (save_pretrained) or a pipeline's transformer/ folder")
+    weights: dict[str, torch.Tensor] = {}
+    for f in files:
+        weights.update(load_file(str(f)))
+    return weights
+
+
 def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: LatentSet, pipe, latents_mean, latents_std,
                       progress: bool = True, train_lowres: LatentSet | None = None):
     """Train (or resume); returns the EMA transformer. Writes ``out_dir/{ckpt,log.jsonl,config.json}``.
@@ -267,6 +285,14 @@ def train_transformer(cfg: TransformerTrainConfig, train: LatentSet, val: Latent
     if has_checkpoint(out / "ckpt"):
         start = load_checkpoint(out / "ckpt", model, opt)["step"]
         load_checkpoint(out / "ema", ema, None)
+    elif cfg.init_from:
+        weights = load_transformer_weights(cfg.init_from)
+        for m in (model, ema):
+            try:
+                m.load_state_dict(weights)
+            except RuntimeError as e:
+                raise ValueError(f"init_from={cfg.init_from!r}: its weights do not fit this run's architecture "
+                                 f"{asdict(cfg.arch)} ({str(e).splitlines()[0][:200]})") from None
     x_train = normalise(train.latents, latents_mean, latents_std)
     x_low = normalise(train_lowres.latents, latents_mean, latents_std) if cfg.lowres_steps else None
     x_val = normalise(val.latents, latents_mean, latents_std)[: cfg.val_clips]
