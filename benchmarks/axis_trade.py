@@ -25,6 +25,8 @@ import time
 import numpy as np
 import torch
 
+from kaleido.metrics import bootstrap_interval
+
 #: self-attention q.k^T axes per RoPE group (t, h, w) to compare; the first is the default's
 AXES = {
     "per-group (default: w, t, t)": ["w", "t", "t"],
@@ -32,16 +34,6 @@ AXES = {
     "all w": ["w", "w", "w"],
     "all h": ["h", "h", "h"],
 }
-
-
-def bootstrap_ci(per_prompt: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean over prompts."""
-    x = np.asarray(per_prompt, dtype=np.float64)
-    if len(x) < 2:
-        return float(x.mean()), float(x.mean())
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(n, len(x)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def _config(axes: list[str]):
@@ -102,7 +94,7 @@ def main() -> int:
         for k in ("psnr", "ssim", "qk", "pv", "attn", "total"):
             means = [float(np.mean([r[k] for r in v])) for v in per_prompt.values()]
             agg[k] = float(np.mean(means))
-            agg[k + "_ci95"] = bootstrap_ci(means)
+            agg[k + "_ci95"] = bootstrap_interval(means)
         rows.append(agg)
         print(f"{label:30s} PSNR {agg['psnr']:5.2f} dB [{agg['psnr_ci95'][0]:5.2f}, {agg['psnr_ci95'][1]:5.2f}]  "
               f"SSIM {agg['ssim']:.3f}  saved: q.k^T {agg['qk']:.1%}  P.V {agg['pv']:.1%}  "

@@ -147,3 +147,18 @@ def compare_videos(ref: np.ndarray, test: np.ndarray, lpips: bool = True) -> Vid
     else:
         cmp.lpips_skipped_reason = "not requested"
     return cmp
+
+
+def bootstrap_interval(per_prompt, n: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval (``level``, default 95%) of the mean of ``per_prompt`` (one value per
+    prompt, e.g. averaged over its seeds): resample the prompts with replacement ``n`` times. One value gives
+    ``(value, value)``; non-finite values are dropped first."""
+    x = np.asarray([v for v in per_prompt if np.isfinite(v)], dtype=np.float64)
+    if len(x) == 0:
+        return float("nan"), float("nan")
+    if len(x) < 2:
+        return float(x[0]), float(x[0])
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n, len(x)))].mean(axis=1)
+    lo = 100 * (1 - level) / 2
+    return float(np.percentile(means, lo)), float(np.percentile(means, 100 - lo))

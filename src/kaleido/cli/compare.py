@@ -73,8 +73,16 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     write_atomic(results / "pareto.png", pareto_figure(aggs))
     from kaleido.report.accel import MATCHED_PSNR_DB
 
-    accel = _accel_tables(rows, aggs, workloads)
-    accel_matched = _accel_tables(rows, aggs, workloads, MATCHED_PSNR_DB) if accel else []
+    from kaleido.report.accel import accel_tables
+
+    try:
+        accel, why = accel_tables(rows, aggs, workloads)
+        accel_matched, why_matched = accel_tables(rows, aggs, workloads, MATCHED_PSNR_DB) if accel else ([], None)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--workloads") from None
+    for line in (why, why_matched):
+        if line:
+            click.echo(line, err=True)
     if as_json:
         click.echo(json.dumps({"settings": [a.to_dict() for a in aggs],
                                "matched": {m: [c.to_dict() for c in cs] for m, cs in matched.items()},
@@ -89,12 +97,16 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     from rich.table import Table
 
     con = Console(width=max(Console().width, 140))
-    t = Table(title=f"methods on {len({r['prompt'] for r in rows if 'prompt' in r})} prompts (rows in {results})")
-    for c in ("method / settings", "n", "PSNR dB", "SSIM", "self q.k^T saved", "net of estimate", "transformer saved"):
+    t = Table(title=f"methods on {len({r['prompt'] for r in rows if 'prompt' in r})} prompts (rows in {results}); "
+                    "intervals: 95% bootstrap over prompts")
+    for c in ("method / settings", "n", "PSNR dB [95% CI]", "SSIM", "self q.k^T saved", "net of estimate",
+              "transformer saved [95% CI]"):
         t.add_column(c, justify="right" if c != "method / settings" else "left")
     for a in aggs:
-        t.add_row(a.label, str(a.n), f"{a.psnr:.2f}", f"{a.ssim:.4f}", fmt_pct(a.self_qk_saved),
-                  fmt_pct(a.self_qk_saved_net), fmt_pct(a.total_saved))
+        lo, hi = a.total_saved_ci95
+        t.add_row(a.label, str(a.n), f"{a.psnr:.2f} [{a.psnr_ci95[0]:.2f}, {a.psnr_ci95[1]:.2f}]", f"{a.ssim:.4f}",
+                  fmt_pct(a.self_qk_saved), fmt_pct(a.self_qk_saved_net),
+                  f"{fmt_pct(a.total_saved)} [{fmt_pct(lo)}, {fmt_pct(hi)}]")
     con.print(t)
     m = Table(title="PSNR at matched self-attention q.k^T savings")
     m.add_column("method")
@@ -127,31 +139,3 @@ def _figure_kind(d: dict) -> str:
     if "replayed" in d:
         return "TRACE-REPLAYED, utilisation costs" if d["replayed"] else "UPPER BOUND (no trace in row)"
     return d["source"] if d["source"] == "dense" else d["source"].split(" on the ")[0]
-
-
-def _accel_tables(rows, aggs, workloads: str, min_psnr: float | None = None) -> list[dict]:
-    """The accelerator table (:func:`kaleido.report.accel.design_table`) per workload; [] for 'none'.
-
-    ``min_psnr``: each design at its most-saving setting with at least that PSNR (matched quality)
-    instead of the setting nearest 50% q.k^T savings."""
-    if workloads.strip().lower() == "none":
-        return []
-    from kaleido.hw.workloads import workload_names
-    from kaleido.report.accel import design_rows, design_table, quality_by_method
-
-    names = [w.strip() for w in workloads.split(",") if w.strip()]
-    unknown = [w for w in names if w not in workload_names()]
-    if unknown:
-        raise click.BadParameter(f"unknown workload(s) {unknown}; known: {', '.join(workload_names())} (or 'none')",
-                                 param_hint="--workloads")
-    k_row, base_rows = design_rows(rows, aggs, min_psnr)
-    if k_row is None and not base_rows:
-        if min_psnr is None:
-            click.echo("no accelerator table: the rows hold no kaleido, adaptiv, exion or cambricon_d results "
-                       "(add them with --methods, or pass --workloads none)", err=True)
-        else:
-            click.echo(f"no matched-quality accelerator table: no kaleido, adaptiv, exion or cambricon_d setting "
-                       f"reaches {min_psnr:.0f} dB", err=True)
-        return []
-    quality = quality_by_method(aggs, min_psnr)  # each setting's mean PSNR over its prompts and seeds
-    return [design_table(k_row, base_rows, w, quality=quality) for w in names]

@@ -14,47 +14,6 @@ from pathlib import Path
 import click
 
 
-def _shipped_profiles() -> dict[str, str]:
-    """Profiles shipped in the package, by name: the file stem, and 'example' for the synthetic one."""
-    from importlib.resources import files
-
-    root = files("kaleido") / "assets" / "profiles"
-    out = {p.name[: -len(".json")]: str(p) for p in root.iterdir() if p.name.endswith(".json")}
-    out["example"] = out["synthetic_correlated"]
-    return out
-
-
-def _load_stats_source(trace: str | None, profile: str | None, wl):
-    from kaleido.hw.profile import Profile
-
-    if trace and profile:
-        raise click.UsageError("give --trace or --profile, not both: a trace is converted to a profile")
-    if profile:
-        shipped = _shipped_profiles()
-        profile = shipped.get(profile, profile)
-        if not Path(profile).is_file():
-            raise click.BadParameter(
-                f"{profile!r} does not exist: give a profile JSON file or a shipped profile name "
-                f"({', '.join(sorted(shipped))})",
-                param_hint="--profile")
-        return Profile.load(profile), []
-    if trace:
-        try:
-            from kaleido.integrations.trace import ReuseTrace
-        except ImportError:
-            raise click.UsageError("reuse traces are not supported in this install (kaleido.integrations.trace is "
-                                   "missing); convert the trace to a profile or pass --profile") from None
-        from kaleido.hw.trace_adapter import profile_from_trace
-
-        try:
-            loaded = ReuseTrace.load(trace)
-        except ValueError as e:
-            raise click.BadParameter(f"{e} (kaleido generate writes one: OUT/trace.safetensors)",
-                                     param_hint="--trace") from None
-        return profile_from_trace(loaded, wl)
-    return None, ["no --trace/--profile: Kaleido runs with no reuse (equal to the dense array)"]
-
-
 @click.command("simulate")
 @click.option("--workload", "-w", required=True,
               help="model-resolution, e.g. hunyuan-720p; comma-separated list, or 'all'.")
@@ -92,66 +51,19 @@ def _load_stats_source(trace: str | None, profile: str | None, wl):
 def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, buffers, dram_gbps, static_w,
              chip_name, arrays, a100_precision, anchor_pricing, no_pairs, out, as_json):
     """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
-    from kaleido.hw.chip import ChipConfig
-    from kaleido.hw.chip_presets import chip_preset
-    from kaleido.hw.config import ArrayConfig, BufferConfig, parse_array
-    from kaleido.hw.energy import EnergyTable
-    from kaleido.hw.gpu import A100Config
     from kaleido.hw.report import plot_all, print_report, write_csv, write_json
-    from kaleido.hw.simulate import simulate as run
-    from kaleido.hw.workloads import get_workload, workload_names
+    from kaleido.hw.runner import simulate_workloads
 
     try:
-        names = workload_names() if workload == "all" else [w.strip() for w in workload.split(",") if w.strip()]
-        wls = [get_workload(n, steps) for n in names]
-        R, C = parse_array(array)
-        prof, notes = _load_stats_source(trace, profile, wls[0])
-        low_bits = 4
-        if prof is not None:
-            lbs = {e.stats.low_bits for e in prof.ops.values() if e is not None}
-            # The array has one PARTIAL multiplier width: the widest difference any op
-            # uses; narrower differences run on it unchanged (sign-extended).
-            low_bits = max(lbs) if lbs else 4
-            if len(lbs) > 1:
-                notes.append(f"ops use PARTIAL widths {sorted(lbs)}; the array is built for the widest, "
-                             f"{low_bits} bits, and every PARTIAL MAC is costed at that width")
-        try:
-            kib = [int(x) for x in buffers.split(",")]
-            if len(kib) != 3:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"--buffers {buffers!r} must be three KiB sizes: ifmap,filter,ofmap (e.g. 1536,1536,512)") from None
-        cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(*kib, dram_gbps=dram_gbps), low_bits)
-        a100 = A100Config(precision=a100_precision)
-        chip = None
-        if chip_name and arrays is not None:
-            raise ValueError("give --chip or --arrays, not both: a preset fixes the number of arrays")
-        if chip_name:
-            preset = chip_preset(chip_name, cfg, EnergyTable(), a100, static_w)
-            chip, energy = preset.chip, preset.energy
-            notes.append(f"chip {chip_name}: {chip.arrays} arrays ({preset.derivation}), shared DRAM "
-                         f"{chip.bandwidth_gbps:.0f} GB/s, static {energy.static_w:.2f} W per array")
-        else:
-            energy = EnergyTable(static_w=0.0 if static_w is None else static_w)
-            if arrays is not None:
-                chip = ChipConfig(arrays, cfg, dram_gbps=dram_gbps, name=f"{arrays} arrays")
-        carried = [wl for wl in wls if prof is not None
-                   and (prof.model != wl.model.name or tuple(prof.grid) != tuple(wl.grid_thw))]
-        if carried and not as_json:  # with --json the carry is in each result's "notes"
-            click.echo(f"reuse statistics measured on {prof.model} at grid {'x'.join(map(str, prof.grid))} carried to "
-                       + ", ".join(f"{wl.name} ({'x'.join(map(str, wl.grid_thw))})" for wl in carried)
-                       + " by the documented carry-over rule (docs/hardware.md §8)", err=True)
-        results = {}
-        for wl in wls:
-            # as measured where model and grid match; carried by the documented rule where they do not
-            res = run(wl, prof, None if chip else cfg, energy=energy, a100=a100, transfer=True,
-                      anchor_pricing=anchor_pricing, complementary=not no_pairs, chip=chip)
-            res.notes[:0] = notes
-            if prof is not None and "SYNTHETIC" in prof.label:
-                res.notes.append("the reuse statistics come from SYNTHETIC data (see the profile's label)")
-            results[wl.name] = res
+        run = simulate_workloads(workload, trace=trace, profile=profile, array=array, clock=clock, dataflow=dataflow,
+                                 timing=timing, steps=steps, buffers=buffers, dram_gbps=dram_gbps, static_w=static_w,
+                                 chip_name=chip_name, arrays=arrays, a100_precision=a100_precision,
+                                 anchor_pricing=anchor_pricing, complementary=not no_pairs)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    results = run.results
+    if run.carry_message() and not as_json:  # with --json the carry is in each result's "notes"
+        click.echo(run.carry_message(), err=True)
     if as_json:
         click.echo(json.dumps({n: {k: v for k, v in r.to_dict().items() if k != "gemms"} for n, r in results.items()},
                               indent=1, default=float))

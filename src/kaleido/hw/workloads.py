@@ -100,6 +100,11 @@ MODELS: dict[str, ModelSpec] = {
                                      attn_density=0.1, source="TurboDiffusion on Wan2.1-T2V-1.3B, as above"),
 }
 
+#: the shipped miniature Wan pipeline's transformer (``kaleido/assets/tiny-wan``), to simulate its own traces at
+#: the grid they were measured on (:func:`miniature_workload`); not a published workload
+MINIATURE = ModelSpec("tiny-wan", "wan", 4, 0, 2, 64, 512, 16, (24, 20, 20), 25, 2,
+                      source="kaleido/assets/tiny-wan transformer/config.json; 16 text tokens (TINY_TEXT_TOKENS)")
+
 #: resolution name -> (height, width, frames) of the generated video.
 RESOLUTIONS: dict[str, dict[str, tuple[int, int, int]]] = {
     "wan": {"480p": (480, 832, 81), "720p": (720, 1280, 81)},
@@ -225,6 +230,19 @@ def workload_names() -> list[str]:
     for name, m in MODELS.items():
         out += [f"{name}-{res}" for res in RESOLUTIONS[m.family]]
     return out
+
+
+def miniature_workload(grid_thw: tuple[int, int, int], steps: int = MINIATURE.steps) -> Workload:
+    """The miniature pipeline (:data:`MINIATURE`) at token grid ``grid_thw`` (``(5, 16, 16)``: ``tiny``,
+    ``(5, 24, 24)``: ``tiny-96``) for ``steps`` denoising steps with CFG."""
+    grid = tuple(int(x) for x in grid_thw)
+    if len(grid) != 3 or min(grid) < 1:
+        raise ValueError(f"grid_thw={grid_thw!r} must be three positive ints (T, H, W)")
+    if not isinstance(steps, int) or not 1 <= steps <= 1000:
+        raise ValueError(f"steps={steps!r} is outside 1..1000")
+    T, H, W = grid
+    return Workload(f"tiny-wan-{T}x{H}x{W}", MINIATURE, f"{4 * H}x{4 * W}px", grid, steps,
+                    build_gemms(MINIATURE, grid, steps))
 
 
 def get_workload(name: str, steps: int | None = None) -> Workload:

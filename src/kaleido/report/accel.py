@@ -48,9 +48,11 @@ def synthetic_profile_path() -> Path:
     return Path(str(importlib.resources.files("kaleido") / "assets" / "profiles" / "synthetic_correlated.json"))
 
 
-def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workload: str, steps: int | None = None,
+def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workload, steps: int | None = None,
                  quality: dict[str, tuple[float, int]] | None = None) -> dict:
-    """All designs on ``workload``; ``baseline_rows``: method -> one sweep row (its representative setting).
+    """All designs on ``workload`` (a published workload's name, or a :class:`~kaleido.hw.workloads.Workload` such
+    as :func:`~kaleido.hw.workloads.miniature_workload`); ``baseline_rows``: method -> one sweep row (its
+    representative setting).
 
     ``quality``: method -> (mean PSNR, runs) of that setting over every prompt and seed
     (:func:`quality_by_method`); each design's ``psnr`` is that mean and ``psnr_runs`` its count.
@@ -62,7 +64,7 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
     from kaleido.hw.simulate import DESIGN_LEVEL, simulate
     from kaleido.hw.workloads import get_workload
 
-    wl = get_workload(workload, steps=steps)
+    wl = get_workload(workload, steps=steps) if isinstance(workload, str) else workload
     notes = []
     if kaleido_row is not None and "hw_profile" in kaleido_row["report"].get("extra", {}):
         prof, missing = _profile(kaleido_row["report"]["extra"]["hw_profile"], wl)
@@ -117,7 +119,7 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
         d["time_s"] = d["cycles"] / clock
         d["speedup_vs_dense"] = dense_cyc / max(1.0, d["cycles"])
         d["kaleido_speedup_over_it"] = d["cycles"] / max(1.0, k_cyc)
-    return {"workload": workload, "steps": wl.steps, "designs": designs, "a100_time_s": s["time_s"]["a100"],
+    return {"workload": wl.name, "steps": wl.steps, "designs": designs, "a100_time_s": s["time_s"]["a100"],
             "a100_energy_j": s["energy_j"]["a100"], "kaleido_time_s_with_dram": s["time_s"]["kaleido"],
             "utilisation": s["utilisation"], "normalisation": s["normalisation"], "notes": notes + list(sim.notes)}
 
@@ -187,6 +189,30 @@ def design_rows(rows, aggs, min_psnr: float | None = None) -> tuple[dict | None,
     k_row = representative_row(rows, reps["kaleido"]) if "kaleido" in reps else None
     base_rows = {m: representative_row(rows, reps[m]) for m, _, _ in BASELINE_DESIGNS if m in reps}
     return k_row, {m: r for m, r in base_rows.items() if r is not None}
+
+
+def accel_tables(rows, aggs, workloads: str, min_psnr: float | None = None) -> tuple[list[dict], str | None]:
+    """``(tables, why_none)``: :func:`design_table` per workload of ``workloads`` (comma-separated names; ``"none"``:
+    no table), each design at its representative setting or, with ``min_psnr``, at its most-saving setting with at
+    least that mean PSNR (matched quality); ``why_none`` is one line when the rows hold no design to tabulate.
+    An unknown workload name is a ``ValueError``."""
+    if workloads.strip().lower() == "none":
+        return [], None
+    from kaleido.hw.workloads import workload_names
+
+    names = [w.strip() for w in workloads.split(",") if w.strip()]
+    unknown = [w for w in names if w not in workload_names()]
+    if unknown:
+        raise ValueError(f"unknown workload(s) {unknown}; known: {', '.join(workload_names())} (or 'none')")
+    k_row, base_rows = design_rows(rows, aggs, min_psnr)
+    if k_row is None and not base_rows:
+        if min_psnr is None:
+            return [], ("no accelerator table: the rows hold no kaleido, adaptiv, exion or cambricon_d results "
+                        "(add them with --methods, or pass --workloads none)")
+        return [], (f"no matched-quality accelerator table: no kaleido, adaptiv, exion or cambricon_d setting "
+                    f"reaches {min_psnr:.0f} dB")
+    quality = quality_by_method(aggs, min_psnr)  # each setting's mean PSNR over its prompts and seeds
+    return [design_table(k_row, base_rows, w, quality=quality) for w in names], None
 
 
 def _psnr(row):
