@@ -72,6 +72,10 @@ class OperandRecorder:
         self.operands: dict[str, OperandInfo] = {}
         self.grids: set[tuple[int, int, int]] = set()
         self.calls = 0
+        #: the (prompt, seed) being generated (:func:`characterize_runs` sets it), and per run and operand the
+        #: ``(G, 3, bins)`` Delta histograms, heads, layers and steps pooled (:mod:`.verdict`)
+        self.run: tuple[str, int] | None = None
+        self.run_hists: dict[tuple[tuple[str, int], str], torch.Tensor] = {}
         self._last: tuple[Any, int, str] | None = None  # (tensor, version, name) of the last linear input
 
     def __call__(self, call, layer: int, op: str, role: str, module: str, operand: torch.Tensor,
@@ -96,6 +100,10 @@ class OperandRecorder:
         elif info.groups.sizes != groups.sizes:
             raise ValueError(f"operand {name} changed its channel groups from {info.groups.sizes} to {groups.sizes} "
                              f"at layer {layer}; per-layer chunk sizes are not supported by characterize")
+        if self.run is not None:
+            h = st.delta_hist.sum(0)
+            rk = (self.run, name)
+            self.run_hists[rk] = self.run_hists[rk] + h if rk in self.run_hists else h
         key = (name, layer, int(call.step))
         if key in self.stats:
             self.stats[key].add_(st)
@@ -130,7 +138,9 @@ def characterize_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settin
     try:
         pairs = [(p, s) for p in prompts for s in seeds]
         for p, s in tqdm(pairs, desc="characterize", disable=not progress):
+            recorder.run = (p, int(s))
             dense[(p, s)] = generate(pipe, p, s, settings)
+        recorder.run = None
     finally:
         remove(pipe.transformer)
     if recorder.calls == 0:

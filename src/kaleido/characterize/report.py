@@ -29,8 +29,13 @@ def summary_markdown(ch: Characterization) -> str:
                          + " / ".join(f(s[a]['delta_p90']) for a in AXES) + " | "
                          + " / ".join(f(s[a]['cos_mean'], 3) for a in AXES) + " |")
     claims = ch.statements() or ["no RoPE q/k groups on this model: the paper's claim does not apply"]
+    verdicts = [f"- {v.statement()}" for v in ch.verdicts] or ["- no per-run statistics: no verdict"]
     return "\n".join(["## Best reuse axis per group (all layers, steps, heads pooled)", "", *lines, "",
-                      "## The paper's claim", "", *[f"- {c}" for c in claims], ""])
+                      "## The paper's claim, pooled over every run", "", *[f"- {c}" for c in claims], "",
+                      "## The paper's claim per group, with its noise over prompts (95% bootstrap interval)", "",
+                      "Holds: the paper's axes have a lower median Delta than the others on every resample of the "
+                      "prompts; does not hold: higher; undecided: the interval contains 0 (or one prompt only).", "",
+                      *verdicts, ""])
 
 
 def write_report(ch: Characterization, out_dir: str | Path) -> list[Path]:

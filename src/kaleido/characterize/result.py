@@ -27,10 +27,9 @@ import torch
 
 from .capture import OperandRecorder
 from .neighbours import AXES, hist_quantile
+from .verdict import PAPER_AXES, GroupVerdict, group_verdicts
 
 CHARACTERIZATION_VERSION = 1
-#: the axes along which the paper expects each RoPE group to be most similar
-PAPER_AXES: dict[str, tuple[str, ...]] = {"t": ("h", "w"), "h": ("t",), "w": ("t",)}
 
 
 def _num(x: float, nd: int = 4) -> float | None:
@@ -198,6 +197,9 @@ class Characterization:
 
     meta: dict[str, Any]
     operands: dict[str, OperandTable]
+    #: the paper's claim per RoPE group with its noise over prompts (:mod:`.verdict`; empty when the
+    #: recorder kept no per-run statistics)
+    verdicts: list[GroupVerdict] = field(default_factory=list)
 
     @classmethod
     def from_recorder(cls, rec: OperandRecorder, meta: dict[str, Any]) -> "Characterization":
@@ -225,7 +227,8 @@ class Characterization:
         meta.setdefault("granularity", rec.granularity)
         meta["grids"] = sorted(list(g) for g in rec.grids)
         meta["rope_split"] = None if rec.rope_split is None else list(rec.rope_split)
-        return cls(meta, tables)
+        verdicts = group_verdicts(rec.run_hists, {n: t.group_names for n, t in tables.items()})
+        return cls(meta, tables, verdicts)
 
     def claims(self) -> list[ClaimCheck]:
         return [check_claim(self.operands[n]) for n in ("self_q", "self_k") if n in self.operands]
@@ -242,6 +245,7 @@ class Characterization:
                       "with granularity 'group'); cos: cosine similarity of the float operands"),
             "claim": {c.operand: c.to_dict() for c in self.claims()},
             "statements": self.statements(),
+            "verdicts": [v.to_dict() for v in self.verdicts],
             "operands": {k: v.to_dict(full_table) for k, v in self.operands.items()},
         }
 

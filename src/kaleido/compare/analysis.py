@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kaleido.atomic import write_atomic
+from kaleido.metrics import bootstrap_interval
 
 from .points import DENSE, settings_label
 
@@ -105,6 +106,12 @@ class SettingAggregate:
     saved_by_kind: dict = field(default_factory=dict)
     thumbs: str | None = None
     prompt: str | None = None
+    #: 95% bootstrap intervals over prompts (each prompt's seeds averaged first; :func:`kaleido.metrics.bootstrap_interval`)
+    #: of the mean PSNR, SSIM and whole-transformer saving, and the number of prompts
+    psnr_ci95: tuple[float, float] = (float("nan"), float("nan"))
+    ssim_ci95: tuple[float, float] = (float("nan"), float("nan"))
+    total_saved_ci95: tuple[float, float] = (float("nan"), float("nan"))
+    prompts: int = 0
 
     @property
     def label(self) -> str:
@@ -115,6 +122,14 @@ class SettingAggregate:
         d.pop("thumbs")
         d["label"] = self.label
         return d
+
+
+def _prompt_interval(rows: list[dict], values: list[float]) -> tuple[float, float]:
+    """95% bootstrap interval over prompts of the mean of ``values`` (one per row; a prompt's seeds averaged)."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for r, v in zip(rows, values):
+        by[r["prompt"]].append(float(v))
+    return bootstrap_interval([float(np.mean(v)) for v in by.values()])
 
 
 def aggregate(rows: list[dict]) -> list[SettingAggregate]:
@@ -141,6 +156,9 @@ def aggregate(rows: list[dict]) -> list[SettingAggregate]:
             by_kind.get("self_qk", 0.0), float(np.mean(net)),
             float(np.mean([r["report"]["total_saved_fraction"] for r in rs])), by_kind,
             first.get("thumbs"), first["prompt"],
+            psnr_ci95=_prompt_interval(rs, psnr), ssim_ci95=_prompt_interval(rs, [r["quality"]["ssim"] for r in rs]),
+            total_saved_ci95=_prompt_interval(rs, [r["report"]["total_saved_fraction"] for r in rs]),
+            prompts=len({r["prompt"] for r in rs}),
         ))
     return sorted(out, key=lambda a: (a.method, a.self_qk_saved, a.total_saved))
 

@@ -85,13 +85,23 @@ def _settings_table(aggs) -> str:
     rows = []
     for a in aggs:
         rows.append(f'<tr class="{"kaleido" if a.method == "kaleido" else ""}"><td class="l">{html.escape(a.label)}</td>'
-                    f"<td>{a.n}</td><td>{_f(a.psnr)}</td><td>{_f(a.psnr_min)}</td><td>{_f(a.ssim, 4)}</td>"
+                    f"<td>{a.n}</td><td>{_f(a.psnr)}</td><td>{_ci(a.psnr_ci95)}</td><td>{_f(a.psnr_min)}</td>"
+                    f"<td>{_f(a.ssim, 4)}</td>"
                     f"<td>{fmt_pct(a.self_qk_saved)}</td><td>{fmt_pct(a.self_qk_saved_net)}</td>"
                     f"<td>{fmt_pct(a.saved_by_kind.get('ffn_in'))}</td><td>{fmt_pct(a.saved_by_kind.get('proj_q'))}</td>"
-                    f"<td>{fmt_pct(a.total_saved)}</td></tr>")
-    return ('<table><tr><th class="l">method / settings</th><th>n</th><th>PSNR dB</th><th>min PSNR</th><th>SSIM</th>'
-            "<th>self q.k<sup>T</sup> saved</th><th>net of estimate</th><th>FFN-in saved</th><th>proj-q saved</th>"
-            "<th>transformer saved</th></tr>" + "".join(rows) + "</table>")
+                    f"<td>{fmt_pct(a.total_saved)}</td><td>{_ci(a.total_saved_ci95, pct=True)}</td></tr>")
+    return ('<table><tr><th class="l">method / settings</th><th>n</th><th>PSNR dB</th><th>95% CI</th><th>min PSNR</th>'
+            "<th>SSIM</th><th>self q.k<sup>T</sup> saved</th><th>net of estimate</th><th>FFN-in saved</th>"
+            "<th>proj-q saved</th><th>transformer saved</th><th>95% CI</th></tr>" + "".join(rows) + "</table>"
+            "<p>95% CI: percentile bootstrap over prompts (each prompt's seeds averaged first); one prompt gives "
+            "no interval (shown as one value twice).</p>")
+
+
+def _ci(ci, pct: bool = False) -> str:
+    lo, hi = ci
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "-"
+    return f"[{fmt_pct(lo)}, {fmt_pct(hi)}]" if pct else f"[{_f(lo)}, {_f(hi)}]"
 
 
 def _frames_section(rows, aggs) -> str:
