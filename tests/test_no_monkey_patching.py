@@ -104,7 +104,7 @@ def test_the_scan_sees_each_pattern_and_leaves_ordinary_code_alone():
     bad = '''
 import numpy as np
 from . import exion
-from kaleido.baselines import wan_attention
+from kaleido.baselines import attention_core
 
 def attach(handle, ledger, rec):
     original = ledger.add
@@ -120,7 +120,7 @@ def attach(handle, ledger, rec):
     handle.accel_trace = rec.trace
     handle.hook = lambda: None
     exion.masked_attention = add
-    wan_attention.LIMIT += 1
+    attention_core.LIMIT += 1
     np.pi = 3
     setattr(exion, "masked_attention", original)
     setattr(handle, "report", report)

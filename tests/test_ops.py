@@ -6,7 +6,7 @@ tests/integrations/test_op_vocabulary.py (the tiny-model fixtures live there).
 
 import pytest
 
-from kaleido.ops import BLOCK_OPS, HW_KIND_OF, HW_OPS, OPS, SWITCH_OF, SWITCHES, UNIT_OPS, OpKind
+from kaleido.ops import ALL_BLOCK_OPS, BLOCK_OPS, HW_KIND_OF, HW_OPS, OPS, SWITCH_OF, SWITCHES, UNIT_OPS, OpKind
 
 
 def test_parse_gives_the_kind_or_one_error_naming_the_known_ones():
@@ -71,7 +71,7 @@ def test_baselines_ledger_kinds_are_the_block_ops():
     from kaleido.baselines.base import OP_KINDS, UNIT_KINDS
     from kaleido.baselines.kaleido_method import KaleidoSettings
 
-    assert tuple(OP_KINDS) == tuple(k.value for k in BLOCK_OPS)
+    assert tuple(OP_KINDS) == tuple(k.value for k in ALL_BLOCK_OPS)  # BLOCK_OPS + fused_out (HunyuanVideo)
     assert {u: set(ks) for u, ks in UNIT_KINDS.items()} == {u: {k.value for k in ks} for u, ks in UNIT_OPS.items()}
     # Kaleido's flat settings have one switch per config switch
     flags = {f for f, v in KaleidoSettings().__dict__.items() if isinstance(v, bool)}

@@ -94,6 +94,9 @@ OPS: dict[OpKind, OpInfo] = {
 
 #: The op kinds of one Wan-style block (self-attention, cross-attention, FFN): the baselines' ledger kinds.
 BLOCK_OPS: tuple[OpKind, ...] = tuple(k for k, i in OPS.items() if i.unit is not None)
+#: The op kinds of a block GEMM in any supported family: :data:`BLOCK_OPS` plus HunyuanVideo's single-stream
+#: ``fused_out`` (a block op outside the three units): the baselines' ledger kinds.
+ALL_BLOCK_OPS: tuple[OpKind, ...] = BLOCK_OPS + (OpKind.FUSED_OUT,)
 #: Block unit -> its op kinds, in :data:`BLOCK_OPS` order.
 UNIT_OPS: dict[str, tuple[OpKind, ...]] = {
     u: tuple(k for k in BLOCK_OPS if OPS[k].unit == u) for u in ("attn1", "attn2", "ffn")

@@ -99,14 +99,14 @@ def test_exion_keep_mask_reaches_the_recorder_through_the_handle(recorded):
 
 def test_recorders_attach_by_name_and_patch_nothing(random_pipe):
     from kaleido.baselines import exion as exion_module
-    from kaleido.baselines import wan_attention
+    from kaleido.baselines import attention_core
 
     pipe, _ = random_pipe
     tr = pipe.transformer
     h = make_method("exion", attn_density=0.5).apply(tr)
     try:
         # the module's attention function and the handle's own methods are what they were
-        assert exion_module.masked_attention is wan_attention.masked_attention
+        assert exion_module.keep_attention is attention_core.keep_attention
         assert "report" not in vars(h) and "accel_trace" not in vars(h) and "add" not in vars(h.ledger)
         with pytest.raises(ValueError, match="already registered"):
             h.ledger.add_observer("accel_trace", lambda *a: None)

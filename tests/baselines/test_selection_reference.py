@@ -18,7 +18,7 @@ from kaleido.baselines import BlockTopK, ToMe
 from kaleido.baselines._merge import local_windows, window_dst
 from kaleido.baselines.base import CallInfo
 from kaleido.baselines.block_topk import pooled_block_scores
-from kaleido.baselines.wan_attention import AttnContext
+from kaleido.baselines.attention_core import AttnContext
 from kaleido.reuse import TokenGrid
 
 
@@ -35,7 +35,7 @@ def _wan():
 def _core_and_ctx(method, grid: TokenGrid, batch: int, layer: int = 0, step: int = 0):
     model = _wan()
     handle = method.apply(model)
-    core = model.blocks[layer].attn1.processor.attention_fn
+    core = model.blocks[layer].attn1.processor.core.fn  # the method's attention function in Wan's processor
     call = CallInfo(grid, batch, 0, 500.0, step, 0, 0)
     return core, AttnContext(layer, call, torch.zeros(batch, grid.n_grid, 16), handle)
 

@@ -1,6 +1,6 @@
 """Baselines Kaleido is compared with, all behind one :class:`Method` interface.
 
-``make_method("tome", ratio=0.5).apply(pipe.transformer)`` -> a handle with
+``make_method("tome", ratio=0.5).apply(pipe.transformer)`` (Wan, HunyuanVideo or CogVideoX) -> a handle with
 ``remove()`` and ``report()`` (MACs per op kind, 8-bit-equivalent, as Kaleido's
 :class:`~kaleido.reuse.OpCounts`).  One module per technique; see docs/baselines.md.
 """
@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from .adaptiv import AdapTiV
-from .base import ESTIMATE, OP_KINDS, Method, MethodHandle, MethodReport, WanShapes
+from .base import ESTIMATE, OP_KINDS, Method, MethodHandle, MethodReport, ModelShapes
 from .block_topk import BlockTopK
 from .cambricon_d import CambriconD
 from .exion import Exion
@@ -39,4 +39,4 @@ def make_method(name: str, **settings) -> Method:
     return cls(**settings)
 
 
-__all__ = ["METHODS", "make_method", "Method", "MethodHandle", "MethodReport", "WanShapes", "OP_KINDS", "ESTIMATE", "Stack"]
+__all__ = ["METHODS", "make_method", "Method", "MethodHandle", "MethodReport", "ModelShapes", "OP_KINDS", "ESTIMATE", "Stack"]

@@ -50,8 +50,13 @@ def groups_from_pairs(S: int, src: torch.Tensor, dst: torch.Tensor) -> torch.Ten
     return new_id[target]
 
 
-def merged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Attention of one sequence after merging by ``group``; ``q, k, v``: (S, H, d). Returns (out (S, H, d), N')."""
+def merged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: torch.Tensor,
+                     key_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """Attention of one sequence after merging by ``group``; ``q, k, v``: (S, H, d). Returns (out (S, H, d), N').
+
+    ``key_bias`` ``(S,)``: an additive mask per key token (``-inf``: never attended, e.g. padded text);
+    a merged key takes the largest of its members'.
+    """
     S, H, d = q.shape
     n = int(group.max()) + 1
     size = torch.bincount(group, minlength=n).to(q.dtype)  # (n,)
@@ -62,6 +67,10 @@ def merged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: t
         return out / size.view(-1, 1, 1)
 
     qm, km, vm = (merge(x).transpose(0, 1) for x in (q, k, v))  # (H, n, d)
-    bias = size.log().view(1, 1, n).expand(1, n, n)  # proportional attention: + log(size) per key
+    logsize = size.log()
+    if key_bias is not None:
+        kb = torch.full((n,), float("-inf"), dtype=q.dtype).scatter_reduce(0, group, key_bias.to(q.dtype), "amax")
+        logsize = logsize + kb
+    bias = logsize.view(1, 1, n).expand(1, n, n)  # proportional attention: + log(size) per key
     om = torch.nn.functional.scaled_dot_product_attention(qm, km, vm, attn_mask=bias).transpose(0, 1)
     return om[group], n

@@ -16,10 +16,12 @@ plus what the accelerator models need and only the running algorithm can show:
   (:meth:`AccelTraceRecorder.add_outliers`).
 
 Each method feeds those measurements from its own module (:mod:`.exion`,
-:mod:`.cambricon_d`); this module knows no method.  Op kinds the method does not claim
-are recorded per layer as computed when their unit ran (same rule as the handle's own
-accounting).  The recorder attaches through the handle's named hooks (a ledger
-observer, a report extra, a trace provider; :mod:`.base`): ``handle.accel_trace()``
+:mod:`.cambricon_d`); this module knows no method.  Every GEMM of a call is charged as skipped
+per layer when the call starts, and one the method did not take over counts as computed
+when it runs (the handle's ``"call planned"`` and ``"gemm ran"`` events: the same rule as the
+handle's own accounting), on every model family the handle supports.  The recorder attaches
+through the handle's named hooks (a ledger observer, event observers, a report extra, a trace
+provider; :mod:`.base`): ``handle.accel_trace()``
 returns the :class:`~kaleido.integrations.trace.ReuseTrace` (``meta["method"]`` set,
 one :class:`~kaleido.integrations.trace.MethodDecision` per record), and
 ``handle.report().extra["accel_profile"]`` carries it in the simulator's
@@ -36,24 +38,12 @@ import torch
 from kaleido.hw.baseline_replay import baseline_profile_from_trace
 from kaleido.reuse import ChannelGroups, TokenGrid
 
-from .base import ESTIMATE, UNIT_KINDS, MethodHandle
+from .base import ESTIMATE, TEXT, MethodHandle, merged_shape
 
 #: the name the recorder's hooks are registered under on a handle and its ledger
 RECORDER = "accel_trace"
 TILE_ROWS = 128  # rows of the accelerator array: the tile the EXION union is measured on
 _FIELDS = ("mac8", "mac_low", "skipped", "estimate8", "tile_cols", "tile_dense_cols", "outliers", "a_elements")
-
-
-def op_shape(kind: str, shapes, batch: int, S: int, L: int) -> tuple[int, int, int, int, int]:
-    """``(batch, heads, rows, K, n_cols)`` of one call of op ``kind`` in one Wan block."""
-    D, H, d, F = shapes.dim, shapes.heads, shapes.head_dim, shapes.ffn_dim
-    table = {
-        "self_qk": (H, S, d, S), "self_pv": (H, S, S, d), "cross_qk": (H, S, d, L), "cross_pv": (H, S, L, d),
-        "proj_q": (1, S, D, D), "proj_k": (1, S, D, D), "proj_v": (1, S, D, D), "proj_out": (1, S, D, D),
-        "cross_proj_q": (1, S, D, D), "cross_proj_out": (1, S, D, D), "cross_proj_kv": (1, L, D, 2 * D),
-        "ffn_in": (1, S, D, F), "ffn_out": (1, S, F, D),
-    }
-    return (batch, *table[kind])
 
 
 def tile_union(keep: torch.Tensor, tile_rows: int) -> tuple[int, int]:
@@ -81,11 +71,13 @@ class AccelTraceRecorder:
         self.layer = -1
         self.counts: dict[tuple, dict[str, int]] = defaultdict(lambda: {f: 0 for f in _FIELDS} | {"tiles": 0, "outl": 0})
         self.shape: dict[tuple, tuple] = {}
+        self.seq: dict[tuple, str] = {}
         self.grid: TokenGrid | None = None
         self.generations = set()
-        self._claimed = {k for _, k in handle.method.claims}
         handle.ledger.add_observer(RECORDER, self._ledger_added)
         handle.add_undo(lambda: handle.ledger.remove_observer(RECORDER))
+        handle.observe("call planned", RECORDER, self._call_planned)
+        handle.observe("gemm ran", RECORDER, self._gemm_ran)
         self._hook_blocks()
 
     # -- where the counts come from ----------------------------------------------------
@@ -93,49 +85,42 @@ class AccelTraceRecorder:
         c = self.handle.call
         return (c.step, c.slot, self.layer if layer is None else layer, kind)
 
-    def _note_shape(self, key: tuple) -> None:
+    def _call_planned(self, gemms) -> None:
+        """The handle charged every GEMM of the call as skipped: so does the recorder, per layer."""
         c = self.handle.call
-        if key not in self.shape:
-            self.shape[key] = op_shape(key[3], self.handle.shapes, c.batch, c.grid.n_grid, c.text_len)
+        self.grid = c.grid
+        self.generations.add(c.generation)
+        by_key: dict[tuple, list] = defaultdict(list)
+        for g in gemms:
+            by_key[self._key(g.kind, g.layer)].append(g)
+        for key, gs in by_key.items():
+            self.shape[key] = merged_shape(gs)
+            self.seq[key] = gs[0].seq
+            self.counts[key]["skipped"] += sum(g.macs for g in gs)
+
+    def _gemm_ran(self, gemm, taken: bool) -> None:
+        """A planned GEMM ran: computed, or (taken over) recorded by the method through the ledger."""
+        e = self.counts[self._key(gemm.kind, gemm.layer)]
+        e["skipped"] -= gemm.macs
+        if not taken:
+            e["mac8"] += gemm.macs
 
     def _ledger_added(self, kind: str, mac8: int, mac_low: int, skipped: int) -> None:
         """The ledger observer: the counts the method just added, attributed to the running block."""
         c = self.handle.call
         if c is None or self.layer < 0:
-            return
+            return  # the handle's charge at the call's start: counted by _call_planned
         if kind == ESTIMATE:  # AdapTiV's sign matching and EXION's prediction serve self-attention
             self.counts[self._key("self_qk")]["estimate8"] += int(mac8) + int(mac_low)
             return
-        if kind not in self._claimed:
-            return
-        key = self._key(kind)
-        self._note_shape(key)
-        e = self.counts[key]
+        e = self.counts[self._key(kind)]
         e["mac8"] += int(mac8)
         e["mac_low"] += int(mac_low)
         e["skipped"] += int(skipped)
 
     def _hook_blocks(self) -> None:
         h = self.handle
-        tr = h.transformer
-
-        def pre_call(module, args, kwargs):
-            c = h.call
-            self.grid = c.grid
-            self.generations.add(c.generation)
-            for layer in range(h.shapes.n_layers):
-                for unit, kinds in UNIT_KINDS.items():
-                    macs = h.shapes.unit_macs(unit, c.batch, c.grid.n_grid, c.text_len)
-                    for k in kinds:
-                        if k not in self._claimed:
-                            key = self._key(k, layer)
-                            self._note_shape(key)
-                            self.counts[key]["skipped"] += macs[k]
-            return None
-
-        hk = tr.register_forward_pre_hook(pre_call, with_kwargs=True)
-        h.add_undo(hk.remove)
-        for layer, block in enumerate(tr.blocks):
+        for _, layer, block in h.adapter.blocks(h.transformer):
             def enter(module, args, layer=layer):
                 self.layer = layer
 
@@ -144,24 +129,6 @@ class AccelTraceRecorder:
 
             for hk in (block.register_forward_pre_hook(enter), block.register_forward_hook(leave)):
                 h.add_undo(hk.remove)
-            for unit, mod in (("attn1", block.attn1.to_q), ("attn2", block.attn2.to_q), ("ffn", block.ffn.net[0])):
-                hk = mod.register_forward_hook(self._unit_ran(unit, layer))
-                h.add_undo(hk.remove)
-
-    def _unit_ran(self, unit: str, layer: int):
-        def hook(module, inputs, output):
-            c = self.handle.call
-            if c is None:
-                return None
-            macs = self.handle.shapes.unit_macs(unit, c.batch, c.grid.n_grid, c.text_len)
-            for k in UNIT_KINDS[unit]:
-                if k not in self._claimed:
-                    e = self.counts[self._key(k, layer)]
-                    e["mac8"] += macs[k]
-                    e["skipped"] -= macs[k]
-            return None
-
-        return hook
 
     # -- design-specific measurements ----------------------------------------------------
     def add_tiles(self, kinds: tuple[str, ...], keep: torch.Tensor) -> None:
@@ -194,6 +161,7 @@ class AccelTraceRecorder:
                              "generation to record its trace")
         h = self.handle
         low_bits = int(h.method.low_bits)
+        block_name = {layer: name for name, layer, _ in h.adapter.blocks(h.transformer)}
         records = []
         for key in sorted(self.counts):
             step, slot, layer, kind = key
@@ -211,16 +179,18 @@ class AccelTraceRecorder:
             dec = MethodDecision(e["mac8"], e["mac_low"], e["skipped"], low_bits if e["mac_low"] else 8,
                                  e["estimate8"], *tiles, *outl)
             counts, patterns = dense_counts(batch, heads, rows, 1)
-            grid = None if kind == "cross_proj_kv" else self.grid
+            seq = self.seq[key]  # text rows (Wan's cross_proj_kv) have no grid; joint rows carry the text
+            grid = None if seq == TEXT else h.adapter.sequence_grid(self.grid, rows, f"{kind} of layer {layer}")
             groups = ChannelGroups((K,), ("t",), ("all",))
-            records.append(TraceRecord(step, f"call{slot}", layer, kind, f"blocks.{layer}.{kind}", batch, heads, rows,
-                                       n_cols, groups, 8, grid, differential, counts, patterns, decision=dec))
+            records.append(TraceRecord(step, f"call{slot}", layer, kind, f"{block_name[layer]}.{kind}", batch, heads,
+                                       rows, n_cols, groups, 8, grid, differential, counts, patterns, decision=dec))
         assert all(r.op != DENSE_OP for r in records)
         s = h.shapes
         g = self.grid
         meta = {"model_class": type(h.transformer).__name__, "method": h.method.name,
                 "method_settings": h.method.settings_dict(), "heads": s.heads, "head_dim": s.head_dim, "dim": s.dim,
-                "ffn_dim": s.ffn_dim, "num_layers": s.n_layers, "rope_split": list(s.rope_sizes),
+                "ffn_dim": s.ffn_dim, "num_layers": s.n_layers,
+                "rope_split": None if s.rope_split is None else list(s.rope_split),
                 "patch_size": list(s.patch), "tile_rows": self.tile_rows,
                 "grid": None if g is None else {"T": g.T, "H": g.H, "W": g.W},
                 "num_steps": len({r.step for r in records}), "contexts_seen": sorted({r.context for r in records})}

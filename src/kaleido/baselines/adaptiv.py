@@ -8,9 +8,10 @@
 * **Dynamic merge rate**: a token merges whenever its sign agreement reaches ``tau``,
   so how many tokens merge varies per layer, step and prompt.
 
+Only video tokens merge (text tokens of joint sequences stay alone).
 Merged tokens share one attention row and column (proportional attention, unmerged
-after; see :mod:`._merge`).  Savings: ``N'^2`` of ``S^2`` self-attention pairs from the
-merged count of each call.  The sign comparisons (``S * dim`` one-bit XORs) are charged
+after; see :mod:`._merge`).  Savings: ``N'^2`` of ``N^2`` self-attention pairs (text included) from
+the merged count of each call.  The sign comparisons (``S * dim`` one-bit XORs) are charged
 as ``estimate`` by the width rule (1x1 bit = 1/64 of an 8x8 MAC).
 """
 
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ._merge import groups_from_pairs, local_windows, merged_attention, window_dst
+from ._merge import groups_from_pairs, local_windows, window_dst
 from .accel_trace import attach_recorder
+from .attention_core import AttnContext, install_attention_core, merged_joint_attention, record_pairs
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, install_self_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ class AdapTiV(Method):
         attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
 
         def core(q, k, v, ctx: AttnContext):
-            B, S, H, d = q.shape
+            B, N, H, d = q.shape
+            S = ctx.grid.n_grid  # video tokens merge (their attention input: ctx.hidden_states); text stays alone
             win = local_windows(ctx.call.grid, s.window)
             is_dst = window_dst(win)  # the first member of every window
             dst_of_win = torch.empty(int(win.max()) + 1, dtype=torch.long)
@@ -69,14 +71,14 @@ class AdapTiV(Method):
                 agree = sign_agreement(x[src_idx], x[partner])
                 take = agree >= s.tau
                 group = groups_from_pairs(S, src_idx[take], partner[take])
-                o, n = merged_attention(q[b], k[b], v[b], group)
+                o, n = merged_joint_attention(q[b], k[b], v[b], group, ctx, b)
                 outs.append(o)
                 kept += H * n * n
                 merged += int(take.sum())
             C = ctx.hidden_states.shape[-1]
             handle.ledger.add("estimate", mac8=math.ceil(B * src_idx.numel() * C / 64))
             handle.extra.setdefault("merged_tokens", []).append(merged)
-            record_pairs(handle, kept, B * H * S * S, d)
+            record_pairs(handle, kept, B * H * N * N, d)
             return torch.stack(outs)
 
-        install_self_attention(handle, core, s.dense_steps)
+        install_attention_core(handle, core, s.dense_steps)

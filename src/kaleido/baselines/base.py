@@ -1,38 +1,53 @@
 """The one interface every baseline implements, and the MAC bookkeeping they share.
 
 A :class:`Method` is a technique with validated settings.  ``method.apply(transformer)``
-patches a diffusers ``WanTransformer3DModel`` in place and returns a
-:class:`MethodHandle`; ``handle.remove()`` restores the model exactly, and
+patches a diffusers vDiT transformer of any family Kaleido has an adapter for
+(:func:`kaleido.integrations.registry.adapter_for`: Wan, HunyuanVideo, CogVideoX) in place
+and returns a :class:`MethodHandle`; ``handle.remove()`` restores the model exactly, and
 ``handle.report()`` says what the technique computed, per op kind, in the same
 8-bit-equivalent MAC units as Kaleido's :class:`~kaleido.reuse.OpCounts`.
 
-Op kinds (the names Kaleido's traces use)::
+Sites and shapes come from the adapter, as they do for Kaleido: its attention sites
+(module, layer, ``self`` / ``cross``, which tokens the queries and keys are) and its block
+linears (:meth:`~kaleido.integrations.registry.ModelAdapter.gemm_linear_sites`: module,
+layer, op kind, which tokens the rows are).  :class:`ModelShapes` turns them and a call's
+batch ``B``, video tokens ``S`` and text tokens ``L`` into the call's GEMMs (:class:`Gemm`),
+so a call's dense MACs are right on every family: Wan's cross-attention over ``L`` text
+keys, HunyuanVideo's joint ``[video; text]`` attention over ``S + L`` tokens with its
+single-stream q/k/v and fused ``proj_out`` on the joint rows, CogVideoX's ``[text; video]``.
 
-    self_qk, self_pv            self-attention q.k^T and P.V   (B*heads*S*S*head_dim each)
+Op kinds (:data:`kaleido.ops.ALL_BLOCK_OPS`, the names Kaleido's traces use)::
+
+    self_qk, self_pv            self-attention q.k^T and P.V   (B*heads*Sq*Sk*head_dim each)
     cross_qk, cross_pv          cross-attention q.k^T and P.V  (B*heads*S*L*head_dim each)
-    proj_q, proj_k, proj_v,     self-attention (attn1) q/k/v/out projections (B*S*dim*dim each)
+    proj_q, proj_k, proj_v,     self-attention q/k/v/out projections (B*rows*C_in*C_out each)
     proj_out
-    cross_proj_q, cross_proj_out  cross-attention (attn2) q and out projections (video tokens)
-    cross_proj_kv               attn2's k and v projections of the L text tokens (2*B*L*dim*dim)
-    ffn_in, ffn_out             the feed-forward's two linears (B*S*dim*ffn_dim each)
+    cross_proj_q, cross_proj_out  cross-attention q and out projections (video tokens)
+    cross_proj_kv               cross-attention k and v projections of the L text tokens
+    ffn_in, ffn_out             the feed-forward's two linears
+    fused_out                   HunyuanVideo's single-stream proj_out(cat[attention, MLP])
     estimate                    work a method adds to decide what to skip (pooled scores,
                                 sampled rows, token matching, predictions); it has no
                                 dense counterpart and is charged on top
 
-Accounting.  Every transformer call is charged its dense MACs per op kind
-("expected").  For op kinds a method does not *claim*, the handle counts what really
-ran: a forward hook on ``attn1.to_q``, ``attn2.to_q`` and ``ffn.net[0]`` of every block
-fires only when that unit really computes, so a step cache that returns a cached
-output is charged nothing for it (skipped).  For op kinds a method claims, the method
-itself records ``mac8`` / ``mac_low`` / ``skipped`` from the work it did (kept blocks,
-merged token counts, non-zero deltas...).  Only the transformer blocks' GEMMs are
-counted (patch embedding, time/text embedders and the output head are left out for
-every method alike).
+Accounting.  Every transformer call is charged all its GEMMs as skipped when it starts
+(the ``"call planned"`` event).  A forward hook on every linear site, and on every
+attention site's ``to_q`` (which runs exactly when the attention does), sees the GEMMs
+that really run (``"gemm ran"``): a GEMM of a site the method took over
+(:meth:`MethodHandle.take_over`: its attention core's sites, its differential linears...)
+is then recorded by the method itself - ``mac8`` / ``mac_low`` / ``skipped`` from the work
+it did (kept blocks, merged token counts, non-zero deltas...) - and every other GEMM that
+runs counts as computed.  So a step cache that returns a cached output is charged nothing
+for it (skipped), stacked or alone, and ``computed + skipped`` of every op kind is the
+call's dense count.  Only the transformer blocks' GEMMs the adapter names are counted
+(patch embedding, time/text embedders, text-side streams of dual-stream blocks and the
+output head are left out for every method alike).  A linear that runs on other rows than
+the call's shapes plan raises ``ValueError`` (the accounting would be wrong).
 
 Observers.  What records a method's decisions (the accelerator baselines' trace
 recorder, :mod:`.accel_trace`) attaches by name, never by replacing the handle's or the
 ledger's functions: :meth:`OpLedger.add_observer` sees every count added,
-:meth:`MethodHandle.observe` sees what a method announces with
+:meth:`MethodHandle.observe` sees what the handle and the method announce with
 :meth:`MethodHandle.notify` (:data:`EVENTS`), :meth:`MethodHandle.register_report_extra`
 adds entries to ``report().extra`` and :meth:`MethodHandle.register_trace_provider`
 answers :meth:`MethodHandle.accel_trace`.
@@ -43,22 +58,26 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterable
 
 import torch
 
-from kaleido.ops import BLOCK_OPS, UNIT_OPS
+from kaleido.ops import ALL_BLOCK_OPS, OPS, UNIT_OPS, OpKind
 from kaleido.reuse import OpCounts, TokenGrid
 
-#: The ledger's op kinds: the GEMMs of one Wan block (:data:`kaleido.ops.BLOCK_OPS`).
-OP_KINDS: tuple[str, ...] = tuple(k.value for k in BLOCK_OPS)
+#: The ledger's op kinds: every block GEMM kind of the supported families (:data:`kaleido.ops.ALL_BLOCK_OPS`).
+OP_KINDS: tuple[str, ...] = tuple(k.value for k in ALL_BLOCK_OPS)
 ESTIMATE = "estimate"
-#: The units of a Wan block whose execution the handle observes, and the op kinds each covers.
+#: The units of a Wan-style block (self-attention, cross-attention, FFN) and the op kinds each covers.
 UNIT_KINDS: dict[str, tuple[str, ...]] = {u: tuple(k.value for k in ops) for u, ops in UNIT_OPS.items()}
-#: What a method announces to its handle's observers (:meth:`MethodHandle.notify`) -> the arguments.
+#: What the handle and the methods announce to the handle's observers (:meth:`MethodHandle.notify`) -> the arguments.
 EVENTS: dict[str, str] = {
     "attention keep-mask": "keep (B, H, queries, keys) bool: the (query, key) pairs a self-attention core computes",
+    "call planned": "gemms (list[Gemm]): every block GEMM of the call that starts, each charged as skipped",
+    "gemm ran": "gemm (Gemm), taken (bool): a planned GEMM ran; taken: the method records its counts itself",
 }
+#: Which tokens a GEMM's rows are (the adapter's vocabulary: kaleido.integrations.registry.SEQUENCES).
+VIDEO, TEXT, JOINT = "video", "text", "joint"
 
 
 def _check_new_name(what: str, name: str, taken) -> None:
@@ -68,45 +87,152 @@ def _check_new_name(what: str, name: str, taken) -> None:
         raise ValueError(f"{what} {name!r} is already registered; pick another name or remove that one first")
 
 
-@dataclass(frozen=True)
-class WanShapes:
-    """The dimensions of a ``WanTransformer3DModel`` that decide its MAC counts."""
+def kind_unit(kind: str) -> str | None:
+    """The block unit of op kind ``kind`` (``None`` for HunyuanVideo's ``fused_out``)."""
+    return OPS[OpKind(kind)].unit
 
-    dim: int
+
+def claims_of(kinds: Iterable[str]) -> frozenset:
+    """The ``(unit, op kind)`` claims of ``kinds`` (what :attr:`Method.claims` holds)."""
+    return frozenset((kind_unit(k), k) for k in kinds)
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One GEMM of one transformer call: ``batch x heads`` products of ``rows x K`` by ``K x n_cols``.
+
+    ``site``: the module it belongs to (an attention site for q.k^T / P.V, else the linear);
+    ``seq``: which tokens its rows are (``"video"``, ``"text"``, ``"joint"``).
+    """
+
+    layer: int
+    kind: str
+    site: str
+    seq: str
+    batch: int
+    heads: int
+    rows: int
+    K: int
+    n_cols: int
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.heads * self.rows * self.K * self.n_cols
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """An attention site's dimensions (from its module) and which tokens its queries / keys are."""
+
+    name: str
+    layer: int
+    kind: str  # "self" or "cross"
+    queries: str
+    keys: str
     heads: int
     head_dim: int
+    value_dim: int
+
+
+@dataclass(frozen=True)
+class LinearShape:
+    """A linear site's op kind, rows and dimensions."""
+
+    name: str
+    layer: int
+    op: str
+    rows: str
+    in_features: int
+    out_features: int
+
+
+@dataclass(frozen=True)
+class ModelShapes:
+    """The dimensions of a transformer that decide its MAC counts, read through its model adapter."""
+
+    model_class: str
+    heads: int
+    head_dim: int
+    dim: int
     ffn_dim: int
     n_layers: int
     patch: tuple[int, int, int]
-    rope_sizes: tuple[int, int, int]
+    rope_split: tuple[int, int, int] | None
+    text_position: str
+    attention: tuple[AttentionShape, ...]
+    linears: tuple[LinearShape, ...]
 
     @classmethod
-    def of(cls, transformer: torch.nn.Module) -> "WanShapes":
-        if type(transformer).__name__ != "WanTransformer3DModel" or not hasattr(transformer, "blocks"):
-            raise ValueError(
-                f"baselines support diffusers' WanTransformer3DModel, got {type(transformer).__name__}; "
-                "pass pipe.transformer of a WanPipeline"
-            )
-        cfg = transformer.config
-        heads, hd = int(cfg.num_attention_heads), int(cfg.attention_head_dim)
-        rope = transformer.rope
-        return cls(heads * hd, heads, hd, int(cfg.ffn_dim), len(transformer.blocks), tuple(cfg.patch_size),
-                   (int(rope.t_dim), int(rope.h_dim), int(rope.w_dim)))
+    def of(cls, transformer: torch.nn.Module) -> "ModelShapes":
+        """The shapes of ``transformer`` (``ValueError`` in one line for a model without an adapter)."""
+        from kaleido.integrations.registry import adapter_for
 
-    def unit_macs(self, unit: str, batch: int, S: int, L: int) -> dict[str, int]:
-        """Dense MACs of one execution of ``unit`` in one block, per op kind."""
-        D, H, d, F = self.dim, self.heads, self.head_dim, self.ffn_dim
-        if unit == "attn1":
-            qk = batch * H * S * S * d
-            lin = batch * S * D * D
-            return {"self_qk": qk, "self_pv": qk, "proj_q": lin, "proj_k": lin, "proj_v": lin, "proj_out": lin}
-        if unit == "attn2":
-            qk = batch * H * S * L * d
-            return {"cross_qk": qk, "cross_pv": qk, "cross_proj_q": batch * S * D * D,
-                    "cross_proj_kv": 2 * batch * L * D * D, "cross_proj_out": batch * S * D * D}
-        if unit == "ffn":
-            return {"ffn_in": batch * S * D * F, "ffn_out": batch * S * F * D}
-        raise ValueError(f"unknown unit {unit!r}; known: {list(UNIT_KINDS)}")
+        adapter = adapter_for(transformer)
+        adapter.check_model(transformer)
+        return cls.from_sites(transformer, adapter, adapter.attention_sites(transformer),
+                              adapter.gemm_linear_sites(transformer))
+
+    @classmethod
+    def from_sites(cls, transformer: torch.nn.Module, adapter, attention_sites, linear_sites) -> "ModelShapes":
+        name = type(transformer).__name__
+        att = []
+        for s in attention_sites:
+            m = s.module
+            if getattr(m, "fused_projections", False):
+                raise ValueError(f"{name}: {s.name} has fused q/k/v projections; call "
+                                 "transformer.unfuse_qkv_projections() first (the accounting reads to_q/to_k/to_v)")
+            to_q, to_v = getattr(m, "to_q", None), getattr(m, "to_v", None)
+            if not isinstance(to_q, torch.nn.Linear) or not isinstance(to_v, torch.nn.Linear):
+                raise ValueError(f"{name}: {s.name} has no to_q / to_v linears; the baselines need diffusers' "
+                                 "Attention modules")
+            heads = int(m.heads)
+            att.append(AttentionShape(s.name, s.layer, s.kind, s.queries, s.keys, heads,
+                                      to_q.out_features // heads, to_v.out_features // heads))
+        lin = [LinearShape(s.name, s.layer, s.op, s.rows, int(s.module.in_features), int(s.module.out_features))
+               for s in linear_sites]
+        ffn = [s.out_features for s in lin if s.op == OpKind.FFN_IN.value]
+        heads, hd = int(transformer.config.num_attention_heads), adapter.head_dim(transformer)
+        rope = adapter.rope_split(transformer)
+        return cls(name, heads, hd, heads * hd, ffn[0] if ffn else 0, adapter.num_layers(transformer),
+                   tuple(adapter.patch_sizes(transformer)), None if rope is None else tuple(rope),
+                   adapter.text_position, tuple(att), tuple(lin))
+
+    def gemms(self, batch: int, n_video: int, n_text: int) -> list[Gemm]:
+        """Every block GEMM of one call with ``batch`` sequences of ``n_video`` video and ``n_text`` text tokens:
+        q.k^T and P.V of each attention site, then each linear site (the order of :attr:`index`)."""
+        n = {VIDEO: n_video, TEXT: n_text, JOINT: n_video + n_text}
+        out = []
+        for a in self.attention:
+            sq, sk = n[a.queries], n[a.keys]
+            out.append(Gemm(a.layer, f"{a.kind}_qk", a.name, a.queries, batch, a.heads, sq, a.head_dim, sk))
+            out.append(Gemm(a.layer, f"{a.kind}_pv", a.name, a.queries, batch, a.heads, sq, sk, a.value_dim))
+        for s in self.linears:
+            out.append(Gemm(s.layer, s.op, s.name, s.rows, batch, 1, n[s.rows], s.in_features, s.out_features))
+        return out
+
+    @property
+    def index(self) -> dict[tuple[str, str], int]:
+        """``(site, op kind)`` -> position of its GEMM in :meth:`gemms`."""
+        keys = [(a.name, f"{a.kind}_{op}") for a in self.attention for op in ("qk", "pv")]
+        keys += [(s.name, s.op) for s in self.linears]
+        return {k: i for i, k in enumerate(keys)}
+
+    def dense_macs(self, batch: int, n_video: int, n_text: int) -> dict[str, int]:
+        """Dense MACs per op kind of one call (see :meth:`gemms`)."""
+        out: dict[str, int] = {}
+        for g in self.gemms(batch, n_video, n_text):
+            out[g.kind] = out.get(g.kind, 0) + g.macs
+        return out
+
+
+def merged_shape(gemms: Iterable[Gemm]) -> tuple[int, int, int, int, int]:
+    """``(batch, heads, rows, K, n_cols)`` of GEMMs of one layer and op kind streamed as one
+    (e.g. Wan's text-side k and v projections: one ``L x dim`` operand against both weights)."""
+    gs = list(gemms)
+    g0 = gs[0]
+    if any((g.batch, g.heads, g.rows, g.K) != (g0.batch, g0.heads, g0.rows, g0.K) for g in gs):
+        raise ValueError(f"layer {g0.layer} {g0.kind}: its GEMMs {[g.site for g in gs]} differ in rows or K")
+    return g0.batch, g0.heads, g0.rows, g0.K, sum(g.n_cols for g in gs)
 
 
 @dataclass
@@ -149,6 +275,23 @@ class OpLedger:
         c[2] += int(skipped)
         for fn in self._observers.values():
             fn(kind, mac8, mac_low, skipped)
+
+    def _charged(self, kind: str, macs: int) -> list[int]:
+        c = self._c.get(kind)
+        if c is None or c[2] < macs:
+            raise ValueError(f"{kind}: {macs} MACs ran that the call did not charge as skipped")
+        return c
+
+    def ran(self, kind: str, macs: int) -> None:
+        """``macs`` of ``kind`` charged as skipped at the call's start ran: computed (no observer sees it;
+        the handle announces it as ``"gemm ran"``)."""
+        c = self._charged(kind, macs)
+        c[0] += int(macs)
+        c[2] -= int(macs)
+
+    def uncharge(self, kind: str, macs: int) -> None:
+        """Take back ``macs`` of ``kind`` charged as skipped: the method that ran them records them itself."""
+        self._charged(kind, macs)[2] -= int(macs)
 
     def op_counts(self) -> dict[str, OpCounts]:
         return {k: OpCounts(("total",), (c[0],), (c[1],), (c[2],), self.low_bits) for k, c in self._c.items()}
@@ -204,17 +347,33 @@ class MethodReport:
 
 
 class MethodHandle:
-    """A method applied to one transformer: observes calls, keeps counts, undoes itself."""
+    """A method applied to one transformer: observes calls, keeps counts, undoes itself.
+
+    ``adapter``, ``attention_sites``, ``linear_sites`` (:meth:`gemm_linear_sites
+    <kaleido.integrations.registry.ModelAdapter.gemm_linear_sites>`) and ``shapes`` describe the
+    model; ``call`` and ``gemms`` the call in progress.
+    """
 
     def __init__(self, method: "Method", transformer: torch.nn.Module) -> None:
+        from kaleido.integrations.registry import adapter_for
+
         self.method = method
         self.transformer = transformer
-        self.shapes = WanShapes.of(transformer)
+        self.adapter = adapter_for(transformer)
+        self.adapter.check_model(transformer)
+        self.attention_sites = self.adapter.attention_sites(transformer)
+        self.linear_sites = self.adapter.gemm_linear_sites(transformer)
+        self.shapes = ModelShapes.from_sites(transformer, self.adapter, self.attention_sites, self.linear_sites)
+        self._index = self.shapes.index
         self.ledger = OpLedger(method.low_bits)
         self.call: CallInfo | None = None
+        self.gemms: list[Gemm] = []
         self.calls = 0
         self.extra: dict[str, Any] = {}
         self._undo: list[Callable[[], None]] = []
+        self._taken: set[tuple[str, str]] = set()
+        self._ran: set[int] = set()
+        self._grids: dict[int, TokenGrid] = {}
         self._last_t: float | None = None
         self._step = -1
         self._slot = 0
@@ -227,22 +386,22 @@ class MethodHandle:
         self._trace_providers: dict[str, Callable[[], Any]] = {}
         h = transformer.register_forward_pre_hook(self._pre_call, with_kwargs=True)
         self._undo.append(h.remove)
-        for block in transformer.blocks:
-            for unit, mod in (("attn1", block.attn1.to_q), ("attn2", block.attn2.to_q), ("ffn", block.ffn.net[0])):
-                hk = mod.register_forward_hook(self._unit_hook(unit))
-                self._undo.append(hk.remove)
+        # to_q runs exactly when its attention does (a cache serving the attention module skips both)
+        for s in self.attention_sites:
+            kinds = (f"{s.kind}_qk", f"{s.kind}_pv")
+            self._undo.append(s.module.to_q.register_forward_hook(self._ran_hook(s.name, kinds, False)).remove)
+        for s in self.linear_sites:
+            self._undo.append(s.module.register_forward_hook(self._ran_hook(s.name, (s.op,), True)).remove)
 
     # -- observation ------------------------------------------------------------------
     def _pre_call(self, module, args, kwargs):
-        hs = kwargs.get("hidden_states", args[0] if args else None)
-        ehs = kwargs.get("encoder_hidden_states", args[2] if len(args) > 2 else None)
-        ts = kwargs.get("timestep", args[1] if len(args) > 1 else None)
-        if hs is None or hs.dim() != 5:
-            raise ValueError("the Wan transformer must be called with hidden_states of shape (B, C, F, H, W)")
-        B, _, F, Hh, Ww = hs.shape
-        pt, ph, pw = self.shapes.patch
-        grid = TokenGrid(F // pt, Hh // ph, Ww // pw)
-        t = float(ts.reshape(-1)[0]) if isinstance(ts, torch.Tensor) else float(ts if ts is not None else 0.0)
+        from kaleido.integrations.state import as_float
+
+        inputs = self.adapter.bound_inputs(module, args, kwargs)
+        grid = self.adapter.grid(module, inputs)
+        B, L = self.adapter.batch_size(inputs), self.adapter.text_len(inputs)
+        ts = as_float(self.adapter.timestep(inputs))
+        t = 0.0 if ts is None else ts
         if self._last_t is None or t > self._last_t:
             if self._last_t is not None:
                 self._generation += 1
@@ -255,34 +414,81 @@ class MethodHandle:
             self._step += 1
             self._slot = 0
         self._last_t = t
-        L = int(ehs.shape[1]) if ehs is not None else 0
-        self.call = CallInfo(grid, int(B), L, t, self._step, self._slot, self._generation)
+        self.call = CallInfo(grid, B, L, t, self._step, self._slot, self._generation)
         self.calls += 1
-        S = grid.n_grid
-        for unit, kinds in UNIT_KINDS.items():
-            macs = self.shapes.unit_macs(unit, int(B), S, L)
-            for k in kinds:
-                if (unit, k) not in self.method.claims:
-                    self.ledger.add(k, skipped=macs[k] * self.shapes.n_layers)
+        self.gemms = self.shapes.gemms(B, grid.n_grid, L)
+        self._ran = set()
+        self._grids = {}
+        totals: dict[str, int] = {}
+        for g in self.gemms:
+            totals[g.kind] = totals.get(g.kind, 0) + g.macs
+        for k in OP_KINDS:
+            if totals.get(k):
+                self.ledger.add(k, skipped=totals[k])
+        self.notify("call planned", self.gemms)
         for check in self.call_checks:
             check(self.call)
         return None
 
-    def _unit_hook(self, unit: str):
+    def _ran_hook(self, site: str, kinds: tuple[str, ...], check_rows: bool):
+        idx = [self._index[(site, k)] for k in kinds]
+
         def hook(module, inputs, output):
-            c = self.call
-            if c is None:
+            if self.call is None:
                 return None
-            macs = self.shapes.unit_macs(unit, c.batch, c.grid.n_grid, c.text_len)
-            for k in UNIT_KINDS[unit]:
-                if (unit, k) not in self.method.claims:
-                    # move one execution's worth from "skipped" to "computed"
-                    cnt = self.ledger._c[k]
-                    cnt[0] += macs[k]
-                    cnt[2] -= macs[k]
+            for i in idx:
+                g = self.gemms[i]
+                if i in self._ran:
+                    raise ValueError(f"{self.method.name}: {site} ran twice in one transformer call; the "
+                                     "accounting expects each block module once per call")
+                if check_rows:
+                    self._check_rows(g, inputs[0])
+                self._ran.add(i)
+                taken = (site, g.kind) in self._taken
+                if taken:
+                    self.ledger.uncharge(g.kind, g.macs)
+                else:
+                    self.ledger.ran(g.kind, g.macs)
+                self.notify("gemm ran", g, taken)
             return None
 
         return hook
+
+    def _check_rows(self, g: Gemm, x: torch.Tensor) -> None:
+        rows = x.numel() // max(1, x.shape[-1])
+        if rows != g.batch * g.rows or x.shape[-1] != g.K:
+            c = self.call
+            raise ValueError(
+                f"{self.method.name}: {g.site} ran on {rows} rows of {x.shape[-1]} channels, but the call's shapes "
+                f"(batch {c.batch}, {c.grid.n_grid} video and {c.text_len} text tokens) plan {g.batch * g.rows} "
+                f"{g.seq} rows of {g.K}: the model adapter's sites do not fit this call"
+            )
+
+    def take_over(self, site: str, kinds: Iterable[str]) -> None:
+        """The method records the ``kinds`` GEMMs of ``site`` itself from now on (a kind it claims)."""
+        claimed = {k for _, k in self.method.claims}
+        for k in kinds:
+            if (site, k) not in self._index:
+                raise ValueError(f"{self.method.name}: {site} has no {k} GEMM")
+            if k not in claimed:
+                raise ValueError(f"{self.method.name}: takes over {k} at {site} but does not claim {k}")
+            self._taken.add((site, k))
+
+    def sequence_grid(self, seq_len: int, where: str) -> TokenGrid:
+        """The grid of a sequence of ``seq_len`` tokens in the call in progress (text where the model puts it)."""
+        if self.call is None:
+            raise ValueError(f"{self.method.name}: {where} ran outside a call of the transformer it was applied to; "
+                             "call the transformer itself (not one block)")
+        g = self._grids.get(seq_len)
+        if g is None:
+            g = self._grids[seq_len] = self.adapter.sequence_grid(self.call.grid, seq_len, where)
+        return g
+
+    def feed_forwards(self) -> list[tuple[str, int, torch.nn.Module]]:
+        """``(name, layer, module)`` of the model's diffusers ``FeedForward`` modules (from the linear sites)."""
+        from kaleido.integrations.registry import feed_forwards
+
+        return feed_forwards(self.transformer, self.linear_sites)
 
     def on_new_generation(self, cb: Callable[[], None]) -> None:
         """Call ``cb`` whenever a new generation starts (cross-step state must reset)."""
@@ -299,7 +505,7 @@ class MethodHandle:
             raise ValueError(f"unknown handle event {event!r}; known: {sorted(EVENTS)}") from None
 
     def observe(self, event: str, name: str, fn: Callable[..., None]) -> None:
-        """Call ``fn(*args)`` whenever the method announces ``event`` (:data:`EVENTS`); undone by :meth:`remove`."""
+        """Call ``fn(*args)`` whenever ``event`` (:data:`EVENTS`) is announced; undone by :meth:`remove`."""
         observers = self._event(event)
         _check_new_name(f"{event!r} observer", name, observers)
         observers[name] = fn
@@ -359,8 +565,9 @@ class Method(ABC):
     """A technique with validated settings; see the module docstring.
 
     Subclasses declare ``name``, a frozen ``Settings`` dataclass (validated in
-    ``__post_init__``), ``claims`` (the ``(unit, op kind)`` pairs whose MACs they
-    record themselves) and implement :meth:`_install`.
+    ``__post_init__``), ``claims`` (the ``(unit, op kind)`` pairs whose MACs they may
+    record themselves, at the sites they :meth:`~MethodHandle.take_over`) and implement
+    :meth:`_install`.
     """
 
     name: ClassVar[str]

@@ -3,7 +3,8 @@
 Per head, q and k are mean-pooled over blocks of ``block_size`` raster-order tokens;
 the pooled scores ``q_blk . k_blk^T`` pick, for each query block, the ``density``
 fraction of key blocks with the highest score; attention is computed on those blocks
-only.  Savings: the skipped blocks' q.k^T and P.V pairs, counted from the masks used;
+only (video tokens: every pair with a text token of a joint sequence is computed).
+Savings: the skipped blocks' q.k^T and P.V pairs, counted from the masks used;
 the pooled score GEMM (``B*H*nb*nb*head_dim`` MACs) is charged as ``estimate``.
 """
 
@@ -15,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from ._blocks import block_of_token, expand_block_mask, keep_count, n_blocks
+from .attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, install_self_attention, masked_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -58,14 +59,14 @@ class BlockTopK(Method):
         s = self.settings
 
         def core(q, k, v, ctx: AttnContext):
-            B, S, H, d = q.shape
+            qv, kv = ctx.video(q), ctx.video(k)  # blocks of video tokens (text pairs stay dense)
+            B, S, H, d = qv.shape
             nb = n_blocks(S, s.block_size)
-            scores = pooled_block_scores(q, k, s.block_size)
+            scores = pooled_block_scores(qv, kv, s.block_size)
             top = scores.topk(keep_count(s.density, nb), dim=-1).indices
             bm = torch.zeros(B, H, nb, nb, dtype=torch.bool).scatter_(-1, top, True)
             keep = expand_block_mask(bm, block_of_token(torch.arange(S), s.block_size))
-            record_pairs(handle, int(keep.sum()), B * H * S * S, d)
             handle.ledger.add("estimate", mac8=B * H * nb * nb * d)
-            return masked_attention(q, k, v, keep)
+            return keep_attention(q, k, v, joint_keep(keep, q, k, ctx), ctx)
 
-        install_self_attention(handle, core, s.dense_steps)
+        install_attention_core(handle, core, s.dense_steps)

@@ -1,8 +1,9 @@
 """Cambricon-D / Ditto-style differential computing across denoising steps.
 
-Every linear layer of every block (attn1/attn2 q, k, v, out projections and the two
-feed-forward linears) keeps, per call slot (cond / uncond), the input it last saw
-(``x_ref``) and its output (``y_ref``).  On the next step it computes only the
+Every block linear the model adapter names (the q, k, v, out projections of self- and
+cross-attention, the feed-forward linears, HunyuanVideo's fused single-stream ``proj_out``:
+:meth:`~kaleido.integrations.registry.ModelAdapter.gemm_linear_sites`) keeps, per call slot
+(cond / uncond), the input it last saw (``x_ref``) and its output (``y_ref``).  On the next step it computes only the
 difference: ``d = x - x_ref`` is quantised to ``delta_bits`` signed bits with one
 scale per tensor (``max|d| / (2**(delta_bits-1) - 1)``); entries that round to zero
 are skipped; ``y = y_ref + W (scale * d_q)``.  ``x_ref`` becomes the reconstructed
@@ -26,15 +27,10 @@ import torch.nn.functional as F
 
 from ._hooks import replace_forward
 from .accel_trace import AccelTraceRecorder, attach_recorder
-from .base import Method, MethodHandle, check_range
+from .base import OP_KINDS, Method, MethodHandle, check_range, claims_of
 
-_LINEARS = {  # (unit, module path inside the block, op kind)
-    ("attn1", "attn1.to_q", "proj_q"), ("attn1", "attn1.to_k", "proj_k"), ("attn1", "attn1.to_v", "proj_v"),
-    ("attn1", "attn1.to_out.0", "proj_out"), ("attn2", "attn2.to_q", "cross_proj_q"),
-    ("attn2", "attn2.to_k", "cross_proj_kv"), ("attn2", "attn2.to_v", "cross_proj_kv"),
-    ("attn2", "attn2.to_out.0", "cross_proj_out"),
-    ("ffn", "ffn.net.0.proj", "ffn_in"), ("ffn", "ffn.net.2", "ffn_out"),
-}
+#: the op kinds of the block linears (every block GEMM kind but attention's q.k^T and P.V)
+_LINEAR_KINDS = tuple(k for k in OP_KINDS if not k.endswith(("_qk", "_pv")))
 
 
 @dataclass(frozen=True)
@@ -50,7 +46,7 @@ class CambriconDSettings:
 class CambriconD(Method):
     name = "cambricon_d"
     Settings = CambriconDSettings
-    claims = frozenset((u, k) for u, _, k in _LINEARS)
+    claims = claims_of(_LINEAR_KINDS)
 
     @property
     def low_bits(self) -> int:  # type: ignore[override]
@@ -60,42 +56,39 @@ class CambriconD(Method):
         s = self.settings
         rec = attach_recorder(handle)  # its decisions in the trace format, for the accelerator model
         _record_outliers(handle, rec)
-        state: dict[tuple, tuple[torch.Tensor, torch.Tensor, int]] = {}  # (layer, path, slot) -> (x_ref, y_ref, step)
+        state: dict[tuple, tuple[torch.Tensor, torch.Tensor, int]] = {}  # (site, slot) -> (x_ref, y_ref, step)
         handle.on_new_generation(state.clear)
         qmax = 2 ** (s.delta_bits - 1) - 1
         density = handle.extra.setdefault("delta_nonzero_fraction", [])
 
-        for layer, block in enumerate(handle.transformer.blocks):
-            mods = dict(block.named_modules())
-            for unit, path, kind in sorted(_LINEARS):
-                lin = mods[path]
-                if not isinstance(lin, torch.nn.Linear):
-                    raise ValueError(f"cambricon_d: blocks.{layer}.{path} is {type(lin).__name__}, not a Linear")
+        for site in handle.linear_sites:
+            lin, name, kind = site.module, site.name, site.op
 
-                def forward(original, x, *a, layer=layer, path=path, kind=kind, lin=lin, **kw):
-                    c = handle.call
-                    rows = x.numel() // x.shape[-1]
-                    full = rows * lin.in_features * lin.out_features
-                    key = (layer, path, c.slot)
-                    prev = state.get(key)
-                    refresh = s.refresh_period > 0 and c.step > 0 and c.step % s.refresh_period == 0
-                    if prev is None or refresh or prev[0].shape != x.shape:
-                        y = original(x, *a, **kw)
-                        state[key] = (x.detach().clone(), y.detach().clone(), c.step)
-                        handle.ledger.add(kind, mac8=full)
-                        return y
-                    x_ref, y_ref, _ = prev
-                    d = x - x_ref
-                    scale = d.abs().amax().clamp(min=1e-12) / qmax
-                    dq = torch.round(d / scale).clamp(-qmax, qmax)
-                    nnz = int((dq != 0).sum())
-                    density.append(nnz / dq.numel())
-                    y = y_ref + F.linear(dq * scale, lin.weight)
-                    state[key] = (x_ref + dq * scale, y.detach().clone(), c.step)
-                    handle.ledger.add(kind, mac_low=nnz * lin.out_features, skipped=full - nnz * lin.out_features)
+            def forward(original, x, *a, name=name, kind=kind, lin=lin, **kw):
+                c = handle.call
+                rows = x.numel() // x.shape[-1]
+                full = rows * lin.in_features * lin.out_features
+                key = (name, c.slot)
+                prev = state.get(key)
+                refresh = s.refresh_period > 0 and c.step > 0 and c.step % s.refresh_period == 0
+                if prev is None or refresh or prev[0].shape != x.shape:
+                    y = original(x, *a, **kw)
+                    state[key] = (x.detach().clone(), y.detach().clone(), c.step)
+                    handle.ledger.add(kind, mac8=full)
                     return y
+                x_ref, y_ref, _ = prev
+                d = x - x_ref
+                scale = d.abs().amax().clamp(min=1e-12) / qmax
+                dq = torch.round(d / scale).clamp(-qmax, qmax)
+                nnz = int((dq != 0).sum())
+                density.append(nnz / dq.numel())
+                y = y_ref + F.linear(dq * scale, lin.weight)
+                state[key] = (x_ref + dq * scale, y.detach().clone(), c.step)
+                handle.ledger.add(kind, mac_low=nnz * lin.out_features, skipped=full - nnz * lin.out_features)
+                return y
 
-                replace_forward(handle, lin, "kaleido_cambricon_d", forward)
+            replace_forward(handle, lin, "kaleido_cambricon_d", forward)
+            handle.take_over(name, (kind,))
 
 
 def _record_outliers(handle: MethodHandle, rec: AccelTraceRecorder) -> None:
@@ -104,18 +97,16 @@ def _record_outliers(handle: MethodHandle, rec: AccelTraceRecorder) -> None:
     qmax = 2 ** (handle.method.settings.delta_bits - 1) - 1
     prev: dict[tuple, torch.Tensor] = {}
     handle.on_new_generation(prev.clear)
-    for layer, block in enumerate(handle.transformer.blocks):
-        mods = dict(block.named_modules())
-        for _, path, kind in sorted(_LINEARS):
-            def pre(module, args, layer=layer, path=path, kind=kind):
-                x = args[0].detach()
-                key = (layer, path, handle.call.slot)
-                p = prev.get(key)
-                if p is not None and p.shape == x.shape:
-                    scale = x.abs().amax().clamp(min=1e-12) / 127.0
-                    out = int(((x - p).abs() > qmax * scale).sum())
-                    rec.add_outliers(kind, out, x.numel())
-                prev[key] = x.clone()
+    for site in handle.linear_sites:
+        def pre(module, args, name=site.name, kind=site.op):
+            x = args[0].detach()
+            key = (name, handle.call.slot)
+            p = prev.get(key)
+            if p is not None and p.shape == x.shape:
+                scale = x.abs().amax().clamp(min=1e-12) / 127.0
+                out = int(((x - p).abs() > qmax * scale).sum())
+                rec.add_outliers(kind, out, x.numel())
+            prev[key] = x.clone()
 
-            hk = mods[path].register_forward_pre_hook(pre)
-            handle.add_undo(hk.remove)
+        hk = site.module.register_forward_pre_hook(pre)
+        handle.add_undo(hk.remove)

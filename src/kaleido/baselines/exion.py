@@ -11,7 +11,8 @@ neurons' MACs in both linears, counted from the masks.  State is kept per call s
 **Eager attention prediction.**  q and k are quantised to int8 (one scale per head);
 every score is predicted with leading-one detection - each operand replaced by
 ``sign * 2**floor(log2|x|)``, so a product is an exponent addition - and each query
-keeps only the ``attn_density`` fraction of keys with the highest predicted scores.
+keeps only the ``attn_density`` fraction of keys with the highest predicted scores
+(video queries among video keys; pairs with a text token of a joint sequence are computed).
 The exact q.k^T and P.V run on those pairs only.  Saved: the pruned pairs, counted
 from the masks; the predictions (``S*S*head_dim`` per head) are charged as
 ``estimate`` at 1/4 of an 8x8 MAC each (a 4-bit exponent adder, by the width rule
@@ -32,8 +33,8 @@ import torch
 
 from ._hooks import replace_forward
 from .accel_trace import RECORDER, AccelTraceRecorder, attach_recorder
+from .attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, install_self_attention, masked_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -89,18 +90,18 @@ class Exion(Method):
         s = self.settings
 
         def core(q, k, v, ctx: AttnContext):
-            B, S, H, d = q.shape
-            ql, kl = leading_one(quantize_int8_per_head(q)), leading_one(quantize_int8_per_head(k))
+            qv, kv = ctx.video(q), ctx.video(k)  # video queries pick among video keys; text pairs stay dense
+            B, S, H, d = qv.shape
+            ql, kl = leading_one(quantize_int8_per_head(qv)), leading_one(quantize_int8_per_head(kv))
             pred = torch.einsum("bshd,bthd->bhst", ql, kl)
             n_keep = max(1, min(S, int(round(s.attn_density * S))))
             top = pred.topk(n_keep, dim=-1, sorted=False).indices
-            keep = torch.zeros(B, H, S, S, dtype=torch.bool).scatter_(-1, top, True)
-            record_pairs(handle, int(keep.sum()), B * H * S * S, d)
+            keep = joint_keep(torch.zeros(B, H, S, S, dtype=torch.bool).scatter_(-1, top, True), q, k, ctx)
             handle.ledger.add("estimate", mac8=math.ceil(B * H * S * S * d / 4))
             handle.notify("attention keep-mask", keep)
-            return masked_attention(q, k, v, keep)
+            return keep_attention(q, k, v, keep, ctx)
 
-        install_self_attention(handle, core, s.dense_steps)
+        install_attention_core(handle, core, s.dense_steps)
 
     def _install_ffn(self, handle: MethodHandle) -> None:
         s = self.settings
@@ -108,11 +109,8 @@ class Exion(Method):
         handle.on_new_generation(masks.clear)
         stats = handle.extra.setdefault("ffn_mask_density", [])
 
-        for layer, block in enumerate(handle.transformer.blocks):
-            ff = block.ffn
+        for name, layer, ff in _feed_forwards(handle):
             gelu, out_lin = ff.net[0], ff.net[2]
-            if not hasattr(gelu, "proj") or not isinstance(out_lin, torch.nn.Linear):
-                raise ValueError(f"exion: blocks.{layer}.ffn is not a GELU FeedForward (net[0].proj, net[2] Linear)")
 
             def ffn_forward(original, hidden_states, *args, layer=layer, gelu=gelu, out_lin=out_lin, **kwargs):
                 c = handle.call
@@ -136,18 +134,35 @@ class Exion(Method):
                 return out_lin(h * mask)
 
             replace_forward(handle, ff, "kaleido_exion_ffn", ffn_forward)
+            handle.take_over(f"{name}.net.0.proj", ("ffn_in",))
+            handle.take_over(f"{name}.net.2", ("ffn_out",))
 
 
 def _record_tile_unions(handle: MethodHandle, rec: AccelTraceRecorder) -> None:
     """Feed ``rec`` the tile unions of the FFN's masked activations and of the attention keep-mask."""
     s = handle.method.settings
     if s.ffn_tau > 0:
-        for block in handle.transformer.blocks:
+        for _, _, ff in _feed_forwards(handle):
             def pre(module, args):
                 rec.add_tiles(("ffn_in", "ffn_out"), args[0] != 0)  # (B, S, ffn_dim) masked GELU output
 
-            hk = block.ffn.net[2].register_forward_pre_hook(pre)
+            hk = ff.net[2].register_forward_pre_hook(pre)
             handle.add_undo(hk.remove)
     if s.attn_density < 1.0:
         handle.observe("attention keep-mask", RECORDER,
                        lambda keep: rec.add_tiles(("self_qk", "self_pv"), keep))  # (B, H, queries, keys)
+
+
+def _feed_forwards(handle: MethodHandle) -> list[tuple[str, int, torch.nn.Module]]:
+    """The model's GELU feed-forward modules (``net[0]`` a GELU with ``proj``, ``net[2]`` the down Linear).
+
+    An MLP that is no such module (HunyuanVideo's single-stream ``proj_mlp``, whose down projection
+    is fused with the attention output) keeps its dense FFN; its GEMMs count as they run.
+    """
+    out = []
+    for name, layer, ff in handle.feed_forwards():
+        gelu, down = ff.net[0], ff.net[2]
+        if not isinstance(getattr(gelu, "proj", None), torch.nn.Linear) or not isinstance(down, torch.nn.Linear):
+            raise ValueError(f"exion: {name} is not a GELU FeedForward (net[0].proj, net[2] Linear)")
+        out.append((name, layer, ff))
+    return out

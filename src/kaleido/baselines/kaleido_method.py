@@ -6,7 +6,7 @@ pair and one ``low_bits`` for every op; their defaults are ``KaleidoConfig()``'s
 reuse settings and op switches), and its report takes each op kind's MAC counts from
 Kaleido's own ``ReuseTrace`` (the mode counts the reuse decisions produced), so Kaleido
 and the baselines are charged in the same 8-bit-equivalent units per op kind.  A trace
-record inside the blocks whose op is a block op kind (:data:`kaleido.ops.BLOCK_OPS`;
+record inside the blocks whose op is a block op kind (:data:`kaleido.ops.ALL_BLOCK_OPS`;
 the Wan adapter names the text-side key/value projections ``cross_proj_kv``) counts for
 that kind; op kinds the trace does not cover keep the handle's own execution-based
 count.  The trace's per-kind dense MACs are checked against the handle's shape model,
@@ -19,13 +19,13 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from kaleido.ops import BLOCK_OPS, SWITCHES
+from kaleido.ops import SWITCHES
 
-from .base import Method, MethodHandle, MethodReport, check_range
+from .base import OP_KINDS, Method, MethodHandle, MethodReport, check_range
 
 #: the ReuseConfig keys the flat settings set for every op
 _REUSE_KEYS = ("theta1", "theta2", "low_bits", "metric", "dense_steps")
-_BLOCK_KINDS = frozenset(k.value for k in BLOCK_OPS)
+_BLOCK_KINDS = frozenset(OP_KINDS)
 
 
 @functools.cache
@@ -126,7 +126,7 @@ class _KaleidoHandle(MethodHandle):
             if mine is not None:
                 if mine.total_mac8 != oc.dense_macs:
                     raise ValueError(
-                        f"kaleido trace counts {oc.dense_macs} dense MACs for {kind} but the Wan shape model "
+                        f"kaleido trace counts {oc.dense_macs} dense MACs for {kind} but the shape model "
                         f"counts {mine.total_mac8} in the units that ran: the two accountings disagree"
                     )
                 # units a stacked step cache served never ran: skipped, on top of Kaleido's own reuse

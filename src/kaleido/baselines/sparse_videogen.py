@@ -12,7 +12,8 @@ Every head of every layer and step is classified online from sampled query rows:
 
 Savings: the self-attention q.k^T and P.V pairs of the skipped blocks, counted from the
 masks actually used.  The sampled rows' dense q.k^T and P.V are charged as ``estimate``.
-The first ``dense_steps`` steps run dense.
+The first ``dense_steps`` steps run dense.  In joint sequences the masks and the
+classification cover video queries x video keys; every pair with a text token is computed.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import torch
 from ._blocks import band_block_mask, block_of_token, expand_block_mask, keep_count, n_blocks, temporal_layout
 from kaleido.reuse import TokenGrid
 
+from .attention_core import (AttnContext, dense_attention, install_attention_core, joint_keep, keep_attention,
+                             masked_attention)
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, dense_attention, install_self_attention, masked_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -81,15 +83,15 @@ class SparseVideoGen(Method):
         stats = handle.extra.setdefault("heads_spatial_temporal", [0, 0])
 
         def core(q, k, v, ctx: AttnContext):
-            B, S, H, d = q.shape
+            qv, kv, vv = ctx.video(q), ctx.video(k), ctx.video(v)  # the heads are classified on the video grid
+            B, S, H, d = qv.shape
             m_sp, m_tp = spatial_temporal_masks(ctx.call.grid, s.density, s.block_size)
             rows = sample_rows(S, min(s.n_sample, int(s.max_sample_fraction * S)))
-            temporal = classify_heads(q, k, v, m_sp, m_tp, rows)  # (B, H)
+            temporal = classify_heads(qv, kv, vv, m_sp, m_tp, rows)  # (B, H)
             keep = torch.where(temporal.view(B, H, 1, 1), m_tp, m_sp)  # (B, H, S, S)
             stats[0] += int((~temporal).sum())
             stats[1] += int(temporal.sum())
-            record_pairs(handle, int(keep.sum()), B * H * S * S, d)
             handle.ledger.add("estimate", mac8=2 * B * H * len(rows) * S * d)
-            return masked_attention(q, k, v, keep)
+            return keep_attention(q, k, v, joint_keep(keep, q, k, ctx), ctx)
 
-        install_self_attention(handle, core, s.dense_steps)
+        install_attention_core(handle, core, s.dense_steps)

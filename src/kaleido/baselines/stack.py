@@ -73,7 +73,7 @@ def check_composable(names: list[str], claims: dict[str, frozenset] | None = Non
                          "with a step cache, not with another op-level technique")
     deciders: dict[str, str] = {}
     for n in names:
-        for _, kind in sorted((claims or {}).get(n, ())):
+        for kind in sorted({k for _, k in (claims or {}).get(n, ())}):
             if kind in deciders:
                 raise ValueError(f"stack: {deciders[kind]} and {n} both decide {kind}; stack a step cache "
                                  "with one technique that decides ops")

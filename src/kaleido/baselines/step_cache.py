@@ -1,20 +1,24 @@
 """Step caching through diffusers' own hooks: Pyramid Attention Broadcast, FirstBlockCache, TaylorSeer.
 
 Each method builds the diffusers config and calls ``transformer.enable_cache(config)``;
-``remove()`` calls ``transformer.disable_cache()``.  Unlike diffusers, we check that the
-module identifiers really match modules of the model and refuse to run when they match
-nothing (TaylorSeer's default patterns match nothing on Wan, for instance): the matched
-module names are listed in the report's ``extra["matched"]``.
+``remove()`` calls ``transformer.disable_cache()``.  Unlike diffusers, we match the modules
+through the model adapter's sites (the same attention sites and blocks every other technique
+uses), check that the identifiers really match some, and refuse to run when they match
+nothing: the matched module names are listed in the report's ``extra["matched"]``.
 
-Savings are measured, not assumed: the handle counts which of each block's units
-(``attn1``, ``attn2``, ``ffn``) really computed on every call (see
-:mod:`kaleido.baselines.base`); a unit served from the cache is charged nothing.
+Savings are measured, not assumed: the handle counts which GEMMs really ran on every call
+(see :mod:`kaleido.baselines.base`); a module served from the cache is charged nothing.
 The caches' own state is reset at the start of every generation.
 
-Pyramid Attention Broadcast keeps one iteration counter per attention module, shared
-by every call: with Wan's separate cond/uncond calls it would hand the cond pass's
-cached attention to the uncond pass, so it refuses pipelines with classifier-free
-guidance run as two calls per step (use ``guidance_scale=1`` or another cache).
+Where diffusers' cache cannot serve a model, the method refuses in one line
+(``ValueError``): a transformer without diffusers' ``CacheMixin``; FirstBlockCache on a
+model whose blocks diffusers' block registry does not know, or whose block lists it does
+not look for; Pyramid Attention Broadcast on a pipeline that calls the transformer twice
+per step.  PAB keeps one iteration counter per attention module, shared by every call:
+with Wan's separate cond/uncond calls (``guidance_scale > 1``; HunyuanVideo's
+``true_cfg_scale > 1`` alike) it would hand the cond pass's cached attention to the uncond
+pass, so the second call of a step raises (use ``guidance_scale=1`` or another cache).
+CogVideoX batches cond and uncond into one call, so PAB serves it.
 """
 
 from __future__ import annotations
@@ -24,8 +28,17 @@ from dataclasses import dataclass
 
 from .base import Method, MethodHandle, check_range
 
-#: Wan's self-attention and feed-forward modules (TaylorSeer's defaults match nothing there).
+#: Wan's self-attention and feed-forward modules, the default TaylorSeer caches there (diffusers' own
+#: defaults match nothing on Wan or CogVideoX); on every model the default is its adapter's self-attention
+#: sites and feed-forward modules (:func:`default_cache_identifiers`)
 WAN_TAYLORSEER_IDENTIFIERS = (r"blocks\.\d+\.attn1", r"blocks\.\d+\.ffn")
+
+
+def _check_cache_support(handle: MethodHandle) -> None:
+    tr = handle.transformer
+    if not callable(getattr(tr, "enable_cache", None)):
+        raise ValueError(f"{handle.method.name}: {type(tr).__name__} does not support diffusers' caches "
+                         "(no CacheMixin.enable_cache)")
 
 
 def _enable(handle: MethodHandle, config) -> None:
@@ -57,12 +70,17 @@ def _reset_keeping_context(transformer) -> None:
         manager.set_context(context)
 
 
+def _exact(names: list[str]) -> tuple[str, ...]:
+    """``re.search`` patterns that match exactly ``names``."""
+    return tuple(f"^{re.escape(n)}$" for n in names)
+
+
 @dataclass(frozen=True)
 class PABSettings:
     self_skip_range: int = 2  # recompute self-attention every this many calls
     cross_skip_range: int | None = 4  # recompute cross-attention every this many calls (None: never skip)
     timestep_range: tuple = (100, 800)  # skip only while the timestep is inside (lo, hi)
-    identifiers: tuple = ("blocks",)  # diffusers' re.search patterns for the blocks
+    identifiers: tuple = ("blocks",)  # re.search patterns for the attention sites' names
 
     def __post_init__(self) -> None:
         check_range("pab", "self_skip_range", self.self_skip_range, 1, 1000)
@@ -83,26 +101,30 @@ class PyramidAttentionBroadcast(Method):
         from diffusers import PyramidAttentionBroadcastConfig
 
         s = self.settings
-        matched = []
-        for name, mod in handle.transformer.named_modules():
-            if type(mod).__name__ != "WanAttention" or not any(re.search(i, name) for i in s.identifiers):
+        _check_cache_support(handle)
+        spatial, cross = [], []
+        for site in handle.attention_sites:  # the model's attention sites only (not e.g. a text refiner's)
+            if not any(re.search(i, site.name) for i in s.identifiers):
                 continue
-            if getattr(mod, "is_cross_attention", False) and s.cross_skip_range is None:
-                continue
-            matched.append(name)
-        if not matched:
-            raise ValueError(f"pab: identifiers {s.identifiers} match no attention module of this transformer")
-        handle.extra["matched"] = matched
+            if getattr(site.module, "is_cross_attention", False):  # diffusers' own test for cross-attention
+                if s.cross_skip_range is not None:
+                    cross.append(site.name)
+            else:
+                spatial.append(site.name)
+        if not spatial + cross:
+            raise ValueError(f"pab: identifiers {s.identifiers} match no attention site of this transformer")
+        handle.extra["matched"] = [n for n, _ in handle.transformer.named_modules() if n in set(spatial + cross)]
         cfg = PyramidAttentionBroadcastConfig(
             spatial_attention_block_skip_range=s.self_skip_range,
             spatial_attention_timestep_skip_range=s.timestep_range,
-            spatial_attention_block_identifiers=s.identifiers,
+            spatial_attention_block_identifiers=_exact(spatial),
             cross_attention_block_skip_range=s.cross_skip_range,
             cross_attention_timestep_skip_range=s.timestep_range,
-            cross_attention_block_identifiers=s.identifiers,
+            cross_attention_block_identifiers=_exact(cross),
             current_timestep_callback=lambda: handle.call.timestep,
         )
         _enable(handle, cfg)
+
         def refuse_two_calls_per_step(call) -> None:
             if call.slot > 0:
                 raise ValueError(
@@ -127,11 +149,25 @@ class FirstBlockCache(Method):
 
     def _install(self, handle: MethodHandle) -> None:
         from diffusers import FirstBlockCacheConfig
+        from diffusers.hooks._common import _ALL_TRANSFORMER_BLOCK_IDENTIFIERS
+        from diffusers.hooks._helpers import TransformerBlockRegistry
 
-        n = len(handle.transformer.blocks)
-        if n < 2:
-            raise ValueError(f"fbcache needs a transformer with >= 2 blocks, this one has {n}")
-        handle.extra["matched"] = [f"blocks.{i}" for i in range(n)]
+        _check_cache_support(handle)
+        tr, adapter = handle.transformer, handle.adapter
+        blocks = adapter.blocks(tr)
+        if len(blocks) < 2:
+            raise ValueError(f"fbcache needs a transformer with >= 2 blocks, this one has {len(blocks)}")
+        unseen = [a for a in adapter.block_lists if a not in _ALL_TRANSFORMER_BLOCK_IDENTIFIERS]
+        if unseen:
+            raise ValueError(f"fbcache: diffusers' FirstBlockCache looks for blocks in "
+                             f"{sorted(_ALL_TRANSFORMER_BLOCK_IDENTIFIERS)}, but {type(tr).__name__} keeps them in {unseen}")
+        for name, _, block in blocks:
+            try:
+                TransformerBlockRegistry.get(type(block))
+            except ValueError:
+                raise ValueError(f"fbcache: diffusers' FirstBlockCache does not support {type(block).__name__} "
+                                 f"({name}): its block class is not in diffusers' TransformerBlockRegistry") from None
+        handle.extra["matched"] = [name for name, _, _ in blocks]
         _enable(handle, FirstBlockCacheConfig(threshold=self.settings.threshold))
 
 
@@ -140,13 +176,29 @@ class TaylorSeerSettings:
     cache_interval: int = 3  # full computation every this many steps
     disable_cache_before_step: int = 1
     max_order: int = 1
-    identifiers: tuple = WAN_TAYLORSEER_IDENTIFIERS  # re.fullmatch patterns of the cached modules
+    #: re.fullmatch patterns of the cached modules; None: the model's self-attention and feed-forward modules
+    identifiers: tuple | None = None
 
     def __post_init__(self) -> None:
         check_range("taylorseer", "cache_interval", self.cache_interval, 1, 1000)
         check_range("taylorseer", "disable_cache_before_step", self.disable_cache_before_step, 0, 10_000)
         check_range("taylorseer", "max_order", self.max_order, 0, 4)
-        object.__setattr__(self, "identifiers", tuple(self.identifiers))
+        if self.identifiers is not None:
+            object.__setattr__(self, "identifiers", tuple(self.identifiers))
+
+
+def default_cache_identifiers(handle: MethodHandle) -> tuple[str, ...]:
+    """TaylorSeer's default modules on ``handle``'s model: its self-attention sites and feed-forward modules,
+    as ``re.fullmatch`` patterns with the block index generalised (Wan: :data:`WAN_TAYLORSEER_IDENTIFIERS`)."""
+    names = [s.name for s in handle.attention_sites if s.kind == "self"]
+    names += [name for name, _, _ in handle.feed_forwards()]
+    out: list[str] = []
+    for n in names:
+        block_list, _, rest = n.split(".", 2)
+        p = rf"{re.escape(block_list)}\.\d+\.{re.escape(rest)}"
+        if p not in out:
+            out.append(p)
+    return tuple(out)
 
 
 class TaylorSeer(Method):
@@ -158,11 +210,13 @@ class TaylorSeer(Method):
         from diffusers import TaylorSeerCacheConfig
 
         s = self.settings
-        matched = [n for n, _ in handle.transformer.named_modules() if any(re.fullmatch(p, n) for p in s.identifiers)]
+        _check_cache_support(handle)
+        identifiers = s.identifiers if s.identifiers is not None else default_cache_identifiers(handle)
+        matched = [n for n, _ in handle.transformer.named_modules() if any(re.fullmatch(p, n) for p in identifiers)]
         if not matched:
             raise ValueError(
-                f"taylorseer: identifiers {s.identifiers} match no module of this transformer; for Wan use "
-                f"{list(WAN_TAYLORSEER_IDENTIFIERS)}"
+                f"taylorseer: identifiers {identifiers} match no module of this transformer; leave identifiers "
+                f"unset for its self-attention and feed-forward modules {list(default_cache_identifiers(handle))}"
             )
         handle.extra["matched"] = matched
         cfg = TaylorSeerCacheConfig(
@@ -170,6 +224,6 @@ class TaylorSeer(Method):
             disable_cache_before_step=s.disable_cache_before_step,
             max_order=s.max_order,
             taylor_factors_dtype=torch.float32,
-            cache_identifiers=list(s.identifiers),
+            cache_identifiers=list(identifiers),
         )
         _enable(handle, cfg)

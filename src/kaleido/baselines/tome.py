@@ -1,15 +1,15 @@
-"""Token merging (ToMe, Bolya et al.; the ToMe-for-diffusion variant) on Wan self-attention.
+"""Token merging (ToMe, Bolya et al.; the ToMe-for-diffusion variant) on self-attention.
 
 Per sequence, every local window of ``window`` = (1, 2, 2) grid cells contributes one
 destination token (a random member, fixed per layer and step); all others are sources.
 Each source is matched to its most similar destination (cosine similarity of the keys,
 all heads concatenated - ToMe's metric); the ``ratio * S`` best-matched sources are
-merged into their destinations.  q, k and v are merged after RoPE (Wan applies RoPE
+merged into their destinations.  q, k and v are merged after RoPE (the models apply RoPE
 after the projections, so merging before them would mix positions); projections stay
-dense.  Attention runs on the merged tokens with proportional attention and is
+dense.  In joint sequences only the video tokens merge; text tokens stay alone.  Attention runs on the merged tokens with proportional attention and is
 unmerged afterwards (:mod:`._merge`).
 
-Savings: self-attention q.k^T and P.V cost ``N'^2`` instead of ``S^2`` pairs, counted
+Savings: self-attention q.k^T and P.V cost ``N'^2`` instead of ``N^2`` pairs (text included), counted
 from the merged token count ``N'`` of every call.  The similarity GEMM
 (``n_src * n_dst * heads*head_dim`` MACs) is charged as ``estimate``.
 """
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._merge import groups_from_pairs, local_windows, merged_attention, window_dst
+from ._merge import groups_from_pairs, local_windows, window_dst
+from .attention_core import AttnContext, install_attention_core, merged_joint_attention, record_pairs
 from .base import Method, MethodHandle, check_range
-from .wan_attention import AttnContext, install_self_attention, record_pairs
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,9 @@ class ToMe(Method):
         s = self.settings
 
         def core(q, k, v, ctx: AttnContext):
-            B, S, H, d = q.shape
+            B, N, H, d = q.shape
+            kv = ctx.video(k)  # video tokens merge; text tokens stay alone
+            S = kv.shape[1]
             win = local_windows(ctx.call.grid, s.window)
             g = torch.Generator().manual_seed(s.seed * 1_000_003 + ctx.layer * 1009 + ctx.call.step)
             is_dst = window_dst(win, g)
@@ -58,17 +60,17 @@ class ToMe(Method):
             r = min(int(round(s.ratio * S)), src_idx.numel())
             outs, kept = [], 0
             for b in range(B):
-                metric = F.normalize(k[b].reshape(S, H * d), dim=-1)
+                metric = F.normalize(kv[b].reshape(S, H * d), dim=-1)
                 sim = metric[src_idx] @ metric[dst_idx].T  # (n_src, n_dst)
                 best, best_dst = sim.max(dim=1)
                 chosen = best.argsort(descending=True)[:r]
                 group = groups_from_pairs(S, src_idx[chosen], dst_idx[best_dst[chosen]])
-                o, n = merged_attention(q[b], k[b], v[b], group)
+                o, n = merged_joint_attention(q[b], k[b], v[b], group, ctx, b)
                 outs.append(o)
                 kept += H * n * n
                 handle.ledger.add("estimate", mac8=src_idx.numel() * dst_idx.numel() * H * d)
             handle.extra.setdefault("merged_tokens", []).append(r)
-            record_pairs(handle, kept, B * H * S * S, d)
+            record_pairs(handle, kept, B * H * N * N, d)
             return torch.stack(outs)
 
-        install_self_attention(handle, core, s.dense_steps)
+        install_attention_core(handle, core, s.dense_steps)

@@ -22,6 +22,7 @@ import torch
 from .config import OP_SWITCH_OF, KaleidoConfig
 from .grid import GRID_HOOK, GridCaptureHook
 from .linear import LINEAR_HOOK, DenseCounter, LinearReuseHook
+from .processors import ReuseCore
 from .registry import adapter_for
 from .state import KaleidoRuntime
 from .trace import ReuseTrace
@@ -186,9 +187,10 @@ def apply(
         registry = HookRegistry.check_if_exists_or_initialize(transformer)
         registry.register_hook(GridCaptureHook(runtime), GRID_HOOK)
         undo.hooked.append(transformer)
+        core = ReuseCore(runtime)
         for s in att_sites:
             original = s.module.processor
-            s.module.set_processor(s.make_processor(runtime, s.name, s.layer, s.kind, original))
+            s.module.set_processor(s.make_processor(core, s, original))
             undo.processors.append((s.module, original))
         for s in lin_sites:
             reg = HookRegistry.check_if_exists_or_initialize(s.module)

@@ -23,16 +23,16 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .processors import KaleidoProcessorBase, reuse_attend
-from .registry import (AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites, ffn_linears,
-                       register_adapter)
+from .processors import CoreAttnProcessor
+from .registry import (JOINT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
+                       ffn_linears, register_adapter)
 
 
 SELF_ATTN_FFN_LINEARS = (*attention_linears("attn1"), *ffn_linears("ff"))
 
 
-class KaleidoCogVideoXAttnProcessor(KaleidoProcessorBase):
-    """``CogVideoXAttnProcessor2_0`` with the attention kernel replaced by :func:`reuse_attend`."""
+class CogVideoXCoreAttnProcessor(CoreAttnProcessor):
+    """``CogVideoXAttnProcessor2_0`` with the attention kernel replaced by the site's attention core."""
 
     def __call__(
         self,
@@ -45,6 +45,7 @@ class KaleidoCogVideoXAttnProcessor(KaleidoProcessorBase):
         from diffusers.models.embeddings import apply_rotary_emb
 
         text_seq_length = encoder_hidden_states.size(1)
+        video_input = hidden_states
         hidden_states = torch.cat([encoder_hidden_states, hidden_states], dim=1)
         batch_size, sequence_length, _ = hidden_states.shape
 
@@ -80,9 +81,9 @@ class KaleidoCogVideoXAttnProcessor(KaleidoProcessorBase):
             )
             return out.transpose(1, 2)
 
-        # (B, H, S, D) -> (B, S, H, D) for the reuse core, and back
-        out = reuse_attend(self, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), dense,
-                           attn_mask=attention_mask)
+        # (B, H, S, D) -> (B, S, H, D) for the attention core, and back
+        out = self.core.attend(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                               self.make_call(dense, attention_mask, video_input))
         hidden_states = out.reshape(batch_size, -1, attn.heads * head_dim)
 
         hidden_states = attn.to_out[0](hidden_states)
@@ -128,10 +129,10 @@ class CogVideoXAdapter(ModelAdapter):
 
     def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
         return [
-            AttentionSite(f"transformer_blocks.{i}.attn1", b.attn1, i, "self", KaleidoCogVideoXAttnProcessor)
+            AttentionSite(f"transformer_blocks.{i}.attn1", b.attn1, i, "self", CogVideoXCoreAttnProcessor, JOINT, JOINT)
             for i, b in enumerate(model.transformer_blocks)
         ]
 
     def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
         return [s for i, b in enumerate(model.transformer_blocks)
-                for s in block_linear_sites(f"transformer_blocks.{i}", b, i, SELF_ATTN_FFN_LINEARS)]
+                for s in block_linear_sites(f"transformer_blocks.{i}", b, i, SELF_ATTN_FFN_LINEARS, JOINT)]

@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from .processors import KaleidoProcessorBase, reuse_attend
-from .registry import (AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites, ffn_linears,
-                       register_adapter)
+from .processors import CoreAttnProcessor
+from .registry import (JOINT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
+                       ffn_linears, register_adapter)
 
 
 DUAL_STREAM_LINEARS = (*attention_linears("attn"), *ffn_linears("ff"))
@@ -35,8 +35,8 @@ DUAL_STREAM_LINEARS = (*attention_linears("attn"), *ffn_linears("ff"))
 SINGLE_STREAM_LINEARS = (*attention_linears("attn")[:3], ("proj_mlp", "ffn_in"), ("proj_out", "fused_out"))
 
 
-class KaleidoHunyuanVideoAttnProcessor(KaleidoProcessorBase):
-    """``HunyuanVideoAttnProcessor2_0`` with the attention kernel replaced by :func:`reuse_attend`."""
+class HunyuanVideoCoreAttnProcessor(CoreAttnProcessor):
+    """``HunyuanVideoAttnProcessor2_0`` with the attention kernel replaced by the site's attention core."""
 
     def __call__(
         self,
@@ -50,6 +50,7 @@ class KaleidoHunyuanVideoAttnProcessor(KaleidoProcessorBase):
         from diffusers.models.embeddings import apply_rotary_emb
 
         joint_input = attn.add_q_proj is None and encoder_hidden_states is not None
+        video_input = hidden_states
         if joint_input:
             hidden_states = torch.cat([hidden_states, encoder_hidden_states], dim=1)
 
@@ -103,7 +104,7 @@ class KaleidoHunyuanVideoAttnProcessor(KaleidoProcessorBase):
                 backend=self._attention_backend, parallel_config=self._parallel_config,
             )
 
-        hidden_states = reuse_attend(self, query, key, value, dense, attn_mask=attention_mask)
+        hidden_states = self.core.attend(query, key, value, self.make_call(dense, attention_mask, video_input))
         hidden_states = hidden_states.flatten(2, 3)
         hidden_states = hidden_states.to(query.dtype)
 
@@ -151,11 +152,13 @@ class HunyuanVideoAdapter(ModelAdapter):
     def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
         n = self._n_dual(model)
         sites = [
-            AttentionSite(f"transformer_blocks.{i}.attn", b.attn, i, "self", KaleidoHunyuanVideoAttnProcessor)
+            AttentionSite(f"transformer_blocks.{i}.attn", b.attn, i, "self", HunyuanVideoCoreAttnProcessor,
+                          JOINT, JOINT)
             for i, b in enumerate(model.transformer_blocks)
         ]
         sites += [
-            AttentionSite(f"single_transformer_blocks.{j}.attn", b.attn, n + j, "self", KaleidoHunyuanVideoAttnProcessor)
+            AttentionSite(f"single_transformer_blocks.{j}.attn", b.attn, n + j, "self", HunyuanVideoCoreAttnProcessor,
+                          JOINT, JOINT)
             for j, b in enumerate(model.single_transformer_blocks)
         ]
         return sites
@@ -165,7 +168,8 @@ class HunyuanVideoAdapter(ModelAdapter):
         sites = [s for i, b in enumerate(model.transformer_blocks)
                  for s in block_linear_sites(f"transformer_blocks.{i}", b, i, DUAL_STREAM_LINEARS)]
         return sites + [s for j, b in enumerate(model.single_transformer_blocks)
-                        for s in block_linear_sites(f"single_transformer_blocks.{j}", b, n + j, SINGLE_STREAM_LINEARS)]
+                        for s in block_linear_sites(f"single_transformer_blocks.{j}", b, n + j, SINGLE_STREAM_LINEARS,
+                                                        JOINT)]
 
     def describe(self, model: torch.nn.Module) -> dict[str, Any]:
         d = super().describe(model)

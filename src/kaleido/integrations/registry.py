@@ -39,13 +39,22 @@ UNSUPPORTED: dict[str, str] = {
 }
 
 
+#: Which tokens a GEMM's rows (or an attention's queries / keys) are: the video grid, the text, or the
+#: joint sequence of both (``[video; text]`` or ``[text; video]``: the adapter's ``text_position``).
+VIDEO, TEXT, JOINT = "video", "text", "joint"
+SEQUENCES = (VIDEO, TEXT, JOINT)
+
+
 @dataclass
 class AttentionSite:
-    """One attention module to patch.
+    """One attention module: where its model processor hands q, k, v to an attention core.
 
     ``kind``: ``"self"`` (video queries and keys, maybe joint with text), ``"cross"``
-    (video queries, text keys).  ``make_processor(runtime, site, original)`` returns the
-    Kaleido processor that replaces ``original``.
+    (video queries, text keys); ``queries`` / ``keys``: which tokens they are
+    (:data:`SEQUENCES`).  ``make_processor(core, site, original)`` returns the model's
+    processor that replaces ``original``: it computes q, k, v as the stock processor does
+    and calls ``core`` (an :class:`~kaleido.integrations.processors.AttentionCore`:
+    Kaleido's reuse, or a baseline's attention) for the attention itself.
     """
 
     name: str
@@ -53,16 +62,19 @@ class AttentionSite:
     layer: int
     kind: str
     make_processor: Callable[..., Any]
+    queries: str = VIDEO
+    keys: str = VIDEO
 
 
 @dataclass
 class LinearSite:
-    """One linear layer whose input activations are reused (rows = video tokens [+ text])."""
+    """One linear layer of a block: its op kind, its layer, and which tokens its rows are (:data:`SEQUENCES`)."""
 
     name: str
     module: torch.nn.Linear
     layer: int
     op: str
+    rows: str = VIDEO
 
 
 def attention_linears(attn: str) -> tuple[tuple[str, str], ...]:
@@ -76,8 +88,9 @@ def ffn_linears(ffn: str) -> tuple[tuple[str, str], ...]:
     return ((f"{ffn}.net.0.proj", "ffn_in"), (f"{ffn}.net.2", "ffn_out"))
 
 
-def block_linear_sites(prefix: str, block: torch.nn.Module, layer: int, table: Sequence[tuple[str, str]]) -> list[LinearSite]:
-    """The :class:`LinearSite` of each ``(submodule path, op kind)`` of ``table`` in ``block``.
+def block_linear_sites(prefix: str, block: torch.nn.Module, layer: int, table: Sequence[tuple[str, str]],
+                       rows: str = VIDEO) -> list[LinearSite]:
+    """The :class:`LinearSite` of each ``(submodule path, op kind)`` of ``table`` in ``block``, rows ``rows``.
 
     Paths are dotted as in ``named_modules`` (``"attn1.to_out.0"``); a path the block does not
     have raises ``ValueError`` naming it (a diffusers version with other module names).
@@ -89,8 +102,27 @@ def block_linear_sites(prefix: str, block: torch.nn.Module, layer: int, table: S
         except AttributeError:
             raise ValueError(f"{prefix} has no submodule {path!r}: this diffusers version names the block's "
                              "layers differently; Kaleido's adapter needs updating") from None
-        sites.append(LinearSite(f"{prefix}.{path}", module, layer, op))
+        sites.append(LinearSite(f"{prefix}.{path}", module, layer, op, rows))
     return sites
+
+
+def feed_forwards(model: torch.nn.Module, sites: Sequence[LinearSite]) -> list[tuple[str, int, torch.nn.Module]]:
+    """``(name, layer, module)`` of every diffusers ``FeedForward`` whose two linears are in ``sites``
+    (the pairs :func:`ffn_linears` names: ``<ffn>.net.0.proj`` as ``ffn_in``, ``<ffn>.net.2`` as ``ffn_out``).
+
+    An ``ffn_in`` without that pair (HunyuanVideo's single-stream ``proj_mlp``, whose down projection
+    is fused with the attention output) is no feed-forward module and is not listed.
+    """
+    by_name = {s.name: s for s in sites}
+    out = []
+    for s in sites:
+        if s.op != "ffn_in" or not s.name.endswith(".net.0.proj"):
+            continue
+        prefix = s.name[: -len(".net.0.proj")]
+        down = by_name.get(f"{prefix}.net.2")
+        if down is not None and down.op == "ffn_out" and down.layer == s.layer:
+            out.append((prefix, s.layer, model.get_submodule(prefix)))
+    return out
 
 
 class ModelAdapter:
@@ -146,10 +178,19 @@ class ModelAdapter:
             offset += len(getattr(model, attr))
         return -1
 
-    #: ``(submodule path in a block, op kind)`` of linears Kaleido leaves dense but names in traces
-    #: (Wan's cross-attention key/value projections of the text: ``cross_proj_kv``); every other
-    #: unpatched linear / conv layer is recorded as ``dense``
-    dense_linears: ClassVar[tuple[tuple[str, str], ...]] = ()
+    def blocks(self, model: torch.nn.Module) -> list[tuple[str, int, torch.nn.Module]]:
+        """``(name, layer, block)`` of every transformer block, numbered as :meth:`layer_of` numbers them."""
+        out, layer = [], 0
+        for attr in self.block_lists:
+            for i, block in enumerate(getattr(model, attr)):
+                out.append((f"{attr}.{i}", layer, block))
+                layer += 1
+        return out
+
+    #: ``(submodule path in a block, op kind, rows)`` of linears Kaleido leaves dense but names in traces
+    #: and ledgers (Wan's cross-attention key/value projections of the text: ``cross_proj_kv``, rows
+    #: ``"text"``); every other unpatched linear / conv layer is recorded as ``dense``
+    dense_linears: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     def dense_op(self, name: str) -> str:
         """Trace op of the unpatched linear / conv layer called ``name`` (its :attr:`dense_linears` kind
@@ -157,7 +198,7 @@ class ModelAdapter:
         parts = name.split(".")
         if len(parts) > 2 and parts[0] in self.block_lists and parts[1].isdigit():
             path = ".".join(parts[2:])
-            for p, op in self.dense_linears:
+            for p, op, _ in self.dense_linears:
                 if p == path:
                     return op
         return OpKind.DENSE.value
@@ -167,6 +208,20 @@ class ModelAdapter:
 
     def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
         raise NotImplementedError
+
+    def gemm_linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
+        """Every block linear the op vocabulary names: :meth:`linear_sites` (the reusable ones) and the
+        :attr:`dense_linears` (left dense, e.g. Wan's text-side ``cross_proj_kv``), in block order.
+
+        What the baselines' ledgers count besides attention (text-side streams of dual-stream blocks,
+        embeddings and the output head are ``dense`` and left out, for every technique alike).
+        """
+        sites = self.linear_sites(model)
+        for prefix, layer, block in self.blocks(model):
+            for path, op, rows in self.dense_linears:
+                sites += block_linear_sites(prefix, block, layer, ((path, op),), rows)
+        order = {name: i for i, (name, _) in enumerate(model.named_modules())}
+        return sorted(sites, key=lambda s: order[s.name])
 
     # -- per-call inputs -------------------------------------------------------------
     def bound_inputs(self, model: torch.nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -202,6 +257,35 @@ class ModelAdapter:
 
     def timestep(self, inputs: dict[str, Any]) -> Any:
         return inputs.get("timestep")
+
+    #: the forward argument holding the text embeddings
+    text_arg: ClassVar[str] = "encoder_hidden_states"
+
+    def batch_size(self, inputs: dict[str, Any]) -> int:
+        """Batch of the call (classifier-free guidance batched as one call counts twice)."""
+        return int(inputs[self.hidden_states_arg].shape[0])
+
+    def text_len(self, inputs: dict[str, Any]) -> int:
+        """Text tokens the blocks see (their joint sequences' text part, cross-attention's keys)."""
+        e = inputs.get(self.text_arg)
+        return int(e.shape[1]) if isinstance(e, torch.Tensor) and e.dim() >= 2 else 0
+
+    def sequence_grid(self, base: TokenGrid, seq_len: int, where: str) -> TokenGrid:
+        """The grid of a sequence of ``seq_len`` rows: the ``base`` video grid plus the text at
+        :attr:`text_position` (``ValueError`` naming ``where`` when ``seq_len`` cannot be that)."""
+        extra = seq_len - base.n_grid
+        if extra < 0 or (extra > 0 and self.text_position == "none"):
+            raise ValueError(
+                f"Kaleido: {where} sees {seq_len} tokens but the transformer input gives a "
+                f"{base.T}x{base.H}x{base.W} grid ({base.n_grid} video tokens)"
+                + ("" if self.text_position == "none" else f" plus text {self.text_position}")
+                + "; the token grid cannot be derived for this tensor"
+            )
+        if extra and self.text_position == "prefix":
+            return TokenGrid(base.T, base.H, base.W, prefix=extra)
+        if extra:
+            return TokenGrid(base.T, base.H, base.W, suffix=extra)
+        return base
 
     def describe(self, model: torch.nn.Module) -> dict[str, Any]:
         """Model facts stored in traces."""

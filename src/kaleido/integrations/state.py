@@ -187,24 +187,8 @@ class KaleidoRuntime:
         """The grid of a sequence of ``seq_len`` rows: video tokens plus text before/after them."""
         c = self._require_call(where)
         g = self._grids.get(seq_len)
-        if g is not None:
-            return g
-        base = c.grid
-        extra = seq_len - base.n_grid
-        if extra < 0 or (extra > 0 and self.text_position == "none"):
-            raise ValueError(
-                f"Kaleido: {where} sees {seq_len} tokens but the transformer input gives a "
-                f"{base.T}x{base.H}x{base.W} grid ({base.n_grid} video tokens)"
-                + ("" if self.text_position == "none" else f" plus text {self.text_position}")
-                + "; the token grid cannot be derived for this tensor"
-            )
-        if extra and self.text_position == "prefix":
-            g = TokenGrid(base.T, base.H, base.W, prefix=extra)
-        elif extra:
-            g = TokenGrid(base.T, base.H, base.W, suffix=extra)
-        else:
-            g = base
-        self._grids[seq_len] = g
+        if g is None:
+            g = self._grids[seq_len] = self.adapter.sequence_grid(c.grid, seq_len, where)
         return g
 
     def groups(self, switch: str, layer: int, dim: int) -> ChannelGroups:

@@ -19,9 +19,9 @@ import torch
 
 from kaleido.ops import OpKind
 
-from .processors import KaleidoProcessorBase, record_dense_attention, reuse_attend
-from .registry import (AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites, ffn_linears,
-                       register_adapter)
+from .processors import CoreAttnProcessor
+from .registry import (TEXT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
+                       ffn_linears, register_adapter)
 
 
 def _apply_rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -> torch.Tensor:
@@ -41,8 +41,8 @@ WAN_LINEARS = (*attention_linears("attn1"), ("attn2.to_q", "cross_proj_q"), ("at
                *ffn_linears("ffn"))
 
 
-class KaleidoWanAttnProcessor(KaleidoProcessorBase):
-    """``WanAttnProcessor`` with the attention kernel replaced by :func:`reuse_attend`."""
+class WanCoreAttnProcessor(CoreAttnProcessor):
+    """``WanAttnProcessor`` with the attention kernel replaced by the site's attention core."""
 
     def __call__(
         self,
@@ -61,6 +61,15 @@ class KaleidoWanAttnProcessor(KaleidoProcessorBase):
             encoder_hidden_states_img = encoder_hidden_states[:, :image_context_length]
             encoder_hidden_states = encoder_hidden_states[:, image_context_length:]
 
+        parallel = self._parallel_config if encoder_hidden_states is None else None
+
+        def dense(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return dispatch_attention_fn(
+                q, k, v, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
+                backend=self._attention_backend, parallel_config=parallel,
+            )
+
+        call = self.make_call(dense, attention_mask, hidden_states)
         kv_source = hidden_states if encoder_hidden_states is None else encoder_hidden_states
         query = attn.to_q(hidden_states)
         key = attn.to_k(kv_source)
@@ -88,18 +97,10 @@ class KaleidoWanAttnProcessor(KaleidoProcessorBase):
                 query, key_img, value_img, attn_mask=None, dropout_p=0.0, is_causal=False,
                 backend=self._attention_backend, parallel_config=None,
             )
-            record_dense_attention(self, query, key_img, value_img, "img")
+            self.core.note_side_attention(call, query, key_img, value_img, "img")
             hidden_states_img = hidden_states_img.flatten(2, 3).type_as(query)
 
-        parallel = self._parallel_config if encoder_hidden_states is None else None
-
-        def dense(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            return dispatch_attention_fn(
-                q, k, v, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
-                backend=self._attention_backend, parallel_config=parallel,
-            )
-
-        hidden_states = reuse_attend(self, query, key, value, dense, attn_mask=attention_mask)
+        hidden_states = self.core.attend(query, key, value, call)
         hidden_states = hidden_states.flatten(2, 3)
         hidden_states = hidden_states.type_as(query)
 
@@ -118,7 +119,7 @@ class WanAdapter(ModelAdapter):
     text_position = "none"
     stock_processors = ("WanAttnProcessor", "WanAttnProcessor2_0")
     # cross-attention keys and values are projections of the text: dense, named for the ledgers
-    dense_linears = (("attn2.to_k", OpKind.CROSS_PROJ_KV.value), ("attn2.to_v", OpKind.CROSS_PROJ_KV.value))
+    dense_linears = (("attn2.to_k", OpKind.CROSS_PROJ_KV.value, TEXT), ("attn2.to_v", OpKind.CROSS_PROJ_KV.value, TEXT))
 
     def rope_split(self, model: torch.nn.Module) -> tuple[int, int, int]:
         rope = model.rope
@@ -143,8 +144,9 @@ class WanAdapter(ModelAdapter):
     def attention_sites(self, model: torch.nn.Module) -> list[AttentionSite]:
         sites = []
         for i, block in enumerate(model.blocks):
-            sites.append(AttentionSite(f"blocks.{i}.attn1", block.attn1, i, "self", KaleidoWanAttnProcessor))
-            sites.append(AttentionSite(f"blocks.{i}.attn2", block.attn2, i, "cross", KaleidoWanAttnProcessor))
+            sites.append(AttentionSite(f"blocks.{i}.attn1", block.attn1, i, "self", WanCoreAttnProcessor))
+            sites.append(AttentionSite(f"blocks.{i}.attn2", block.attn2, i, "cross", WanCoreAttnProcessor,
+                                       keys=TEXT))
         return sites
 
     def linear_sites(self, model: torch.nn.Module) -> list[LinearSite]:
