@@ -142,7 +142,7 @@ def summarise(rows: list[dict], keys=("psnr", "ssim", "self_qk", "self_attention
 
 def sim_figures(wl, trace) -> dict:
     from kaleido.hw.config import ArrayConfig
-    from kaleido.hw.runner import array_low_bits
+    from kaleido.simulation import array_low_bits
     from kaleido.hw.simulate import DESIGN_LEVEL, simulate
     from kaleido.hw.trace_adapter import profile_from_trace
 
@@ -298,6 +298,9 @@ def main(argv=None) -> dict:
     for name, model in GRIDS.items():
         result["grids"][name], traces[name] = run_grid(name, model, a)
         grids[name] = tuple(result["grids"][name]["grid"])
+        if a.json:  # each grid's figures as soon as they exist (a long run killed later keeps them)
+            Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(Path(a.json), json.dumps(result, indent=1, default=float))
     result["carry_rule"] = carry_check(traces, grids, a.steps)
     text = json.dumps(result, indent=1, default=float)
     if a.json:

@@ -1,5 +1,5 @@
 """The miniature pipeline as a simulator workload (kaleido.hw.workloads.miniature_workload) and the library call
-behind ``kaleido simulate`` (kaleido.hw.runner)."""
+behind ``kaleido simulate`` (kaleido.simulation)."""
 
 import pytest
 
@@ -30,7 +30,7 @@ def test_bad_grid_is_refused(grid):
 
 
 def test_runner_matches_simulate_and_names_the_carry():
-    from kaleido.hw.runner import simulate_workloads
+    from kaleido.simulation import simulate_workloads
     from kaleido.hw.simulate import simulate
 
     run = simulate_workloads("cogvideox-2b-480p", profile="tiny_wan_default", steps=2)
@@ -47,7 +47,7 @@ def test_runner_matches_simulate_and_names_the_carry():
     (dict(chip_name="iso-power", arrays=2), "not both"),
 ])
 def test_runner_bad_input_is_one_line(kw, match):
-    from kaleido.hw.runner import simulate_workloads
+    from kaleido.simulation import simulate_workloads
 
     with pytest.raises(ValueError, match=match) as e:
         simulate_workloads("cogvideox-2b-480p", steps=1, **kw)

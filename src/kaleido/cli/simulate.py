@@ -52,7 +52,7 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
              chip_name, arrays, a100_precision, anchor_pricing, no_pairs, out, as_json):
     """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
     from kaleido.hw.report import plot_all, print_report, write_csv, write_json
-    from kaleido.hw.runner import simulate_workloads
+    from kaleido.simulation import simulate_workloads
 
     try:
         run = simulate_workloads(workload, trace=trace, profile=profile, array=array, clock=clock, dataflow=dataflow,

@@ -257,7 +257,9 @@ def main() -> None:  # pragma: no cover
     demo = getattr(pipe, "demo", TINY_DEMO)
     report.demo_settings = demo.to_dict()
     report.model, report.size = name, int(demo.height)
-    folders = [Path(a.pipeline)]
+    from kaleido.tiny.pipeline import tiny_pipeline_path
+
+    folders = [tiny_pipeline_path() if a.model else Path(a.pipeline)]
     if a.model and TINY_VARIANTS[a.model].transformer:
         folders.append(variant_transformer_path(a.model).parent)
     report.pipeline_bytes = sum(f.stat().st_size for d in folders for f in d.rglob("*") if f.is_file())
