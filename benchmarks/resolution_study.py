@@ -268,6 +268,78 @@ def plot_sweep(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _cell(c: dict | None, pct: bool = False, nd: int = 2) -> str:
+    if not c:
+        return "-"
+    f = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:.{nd}f}")
+    return f"{f(c['mean'])} [{f(c['ci95'][0])}, {f(c['ci95'][1])}]"
+
+
+def render_markdown(result: dict) -> str:
+    """The tables of docs/resolution.md from the study's JSON."""
+    names = list(result["grids"])
+    gs = [result["grids"][n] for n in names]
+    head = "| | " + " | ".join("grid " + "x".join(map(str, g["grid"])) + f" ({g['model']})" for g in gs) + " |"
+    sep = "|---|" + "---|" * len(gs)
+    out = ["### Default config (" + f"{gs[0]['default']['runs']} runs per grid; mean [95% bootstrap interval over prompts])",
+           "", head, sep]
+    for key, label, pct in (("psnr", "PSNR vs dense (dB)", False), ("ssim", "SSIM vs dense", False),
+                            ("self_qk", "self-attention q.k^T MACs saved", True),
+                            ("self_attention", "self-attention (q.k^T + P.V) MACs saved", True),
+                            ("whole_transformer", "whole transformer MACs saved", True),
+                            ("full", "self q.k^T decisions FULL", True), ("partial", "... PARTIAL", True),
+                            ("compute", "... COMPUTE", True)):
+        out.append(f"| {label} | " + " | ".join(_cell(g["default"].get(key), pct, 3 if key == "ssim" else 2)
+                                              for g in gs) + " |")
+    out += ["", "### Threshold sweep (every op on the point's thresholds; first seed, "
+            f"{result['protocol']['sweep']['prompts']} prompts)", "",
+            "| theta1 / theta2 (low bits) | " + " | ".join(f"PSNR {n} | transformer saved {n}" for n in names) + " |",
+            "|---|" + "---|---|" * len(gs)]
+    for i, pt in enumerate(gs[0]["sweep"]):
+        lb = f" ({pt['low_bits']})" if pt.get("low_bits") else ""
+        out.append(f"| {pt['theta1']:g} / {pt['theta2']:g}{lb} | " + " | ".join(
+            f"{_cell(g['sweep'][i]['psnr'])} | {_cell(g['sweep'][i]['whole_transformer'], True)}" for g in gs) + " |")
+    out += ["", "### Median neighbour Delta (int8 units) of self-attention q / k per RoPE group and axis", "",
+            "| operand | group | " + " | ".join(f"t / h / w at {n}" for n in names) + " |", "|---|---|" + "---|" * len(gs)]
+    for op in gs[0]["characterisation"]:
+        for grp in gs[0]["characterisation"][op]:
+            cells = []
+            for g in gs:
+                ax = g["characterisation"][op][grp]["axes"]
+                cells.append(" / ".join(f"{ax[a]['mean']:.1f}" if a in ax else "-" for a in ("t", "h", "w")))
+            out.append(f"| {op} | {grp} | " + " | ".join(cells) + " |")
+    out += ["", "### The paper's axis claim per group (8 held-out prompts x 2 seeds; `kaleido.characterize.verdict`)", ""]
+    for n, g in zip(names, gs):
+        out += [f"- {n}: {v['statement']}" for v in g["claim_verdicts"]]
+    if "carry_rule" in result:
+        out += ["", "### The carry rule (docs/hardware.md §8) against the measurement", "",
+                "| target workload | quantity | from the 16x16 trace (carried) | from the 24x24 trace | relative error |",
+                "|---|---|---|---|---|"]
+        for wl, c in result["carry_rule"].items():
+            for k in ("cycles", "utilisation", "energy_j", "speedup_vs_dense_array"):
+                v = c[k]
+                lo_key = next(x for x in v if x.startswith("carried_from_"))
+                hi_key = next(x for x in v if x.startswith("from_"))
+                out.append(f"| {wl} | {k} | {v[lo_key]:.4g} | {v[hi_key]:.4g} | "
+                           f"{100 * v['relative_error_mean']:+.2f}% ({100 * v['relative_error_range'][0]:+.2f} to "
+                           f"{100 * v['relative_error_range'][1]:+.2f}) |")
+    if all("designs" in g for g in gs):
+        out += ["", "### Accelerator designs: speedup over the dense 128x128 array (each design's own trace at that grid)", ""]
+        wls = [w for w in gs[0]["designs"] if w != "sweep"]
+        designs = list(gs[0]["designs"][wls[0]])
+        out += ["| design | " + " | ".join(f"{w} @ {n}" for n in names for w in
+                                          [x for x in result["grids"][n]["designs"] if x != "sweep"]) + " |",
+                "|---|" + "---|" * sum(len([x for x in g["designs"] if x != "sweep"]) for g in gs)]
+        for dname in designs:
+            cells = []
+            for g in gs:
+                for w in [x for x in g["designs"] if x != "sweep"]:
+                    d = g["designs"][w].get(dname)
+                    cells.append("-" if d is None else f"{d['speedup_vs_dense']:.3f}x")
+            out.append(f"| {dname} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--prompts", type=int, default=8, help="evaluation prompts (default: all 8)")
@@ -282,7 +354,11 @@ def main(argv=None) -> dict:
     p.add_argument("--plot", default=None, help="write the sweep plot (PNG) here")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--smoke", action="store_true", help="1 prompt, 1 seed, 2 steps, 1 sweep prompt, 1 design prompt")
+    p.add_argument("--render", metavar="JSON", default=None, help="only print the markdown tables of a results JSON")
     a = p.parse_args(argv)
+    if a.render:
+        print(render_markdown(json.loads(Path(a.render).read_text())))
+        return {}
     if a.smoke:
         a.prompts, a.seeds, a.steps, a.frames, a.sweep_prompts, a.design_prompts = 1, [0], 2, 5, 1, 1
     torch.set_num_threads(a.threads)
