@@ -50,3 +50,11 @@ def test_a_flip_between_prompts_is_undecided():
 def test_one_prompt_is_undecided():
     runs = _runs([((30, 20, 20), (20, 30, 30), (20, 30, 30))])
     assert {v.verdict for v in group_verdicts(runs, NAMES)} == {"undecided"}
+
+
+def test_positive_mean_gap_inside_the_noise_is_undecided():
+    # the h-group's gap is +3 on two prompts, -1 on the other two: mean +1, interval straddles 0
+    runs = _runs([((30, 20, 20), (20, 30, 23), (20, 30, 30)), ((30, 20, 20), (23, 30, 22), (20, 30, 30))] * 2)
+    vs = {v.group: v for v in group_verdicts(runs, NAMES)}
+    assert vs["h"].paper_gap > 0 and vs["h"].paper_gap_ci95[0] < 0
+    assert vs["h"].verdict == "undecided"
