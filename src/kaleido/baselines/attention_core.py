@@ -112,12 +112,7 @@ def install_attention_core(handle: MethodHandle, fn: AttentionFn, dense_steps: i
     core = MethodCore(handle, fn, dense_steps)
     sites = [s for s in handle.attention_sites if s.kind == "self"]
     for s in sites:
-        proc = s.module.processor
-        if adapter.stock_processors and type(proc).__name__ not in adapter.stock_processors:
-            raise ValueError(
-                f"{handle.method.name}: {s.name} uses the attention processor {type(proc).__name__}, not the stock "
-                f"{' / '.join(adapter.stock_processors)}; remove the other technique first"
-            )
+        adapter.require_stock_processor(s, handle.method.name, "remove the other technique first")
     for s in sites:
         original = s.module.processor
         s.module.set_processor(s.make_processor(core, s, original))

@@ -153,13 +153,8 @@ def apply(
     att_sites = [s for s in adapter.attention_sites(transformer) if accept(s.name, s.module)]
     lin_sites = [s for s in adapter.linear_sites(transformer) if accept(s.name, s.module)]
     for s in att_sites:
-        proc = s.module.processor
-        if adapter.stock_processors and type(proc).__name__ not in adapter.stock_processors:
-            raise ValueError(
-                f"Kaleido: {s.name} uses the attention processor {type(proc).__name__}, not the stock "
-                f"{' / '.join(adapter.stock_processors)}; Kaleido replaces the stock processor only (undo the "
-                "other technique, e.g. fused projections or a custom processor, first)"
-            )
+        adapter.require_stock_processor(s, "Kaleido", "Kaleido replaces the stock processor only (undo the other "
+                                        "technique, e.g. fused projections or a custom processor, first)")
     for s in lin_sites:
         in_f = s.module.in_features
         runtime.make_groups(OP_SWITCH_OF[s.op], s.layer, in_f)

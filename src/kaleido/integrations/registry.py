@@ -159,6 +159,14 @@ class ModelAdapter:
     #: class names of the stock processors this adapter replaces
     stock_processors: ClassVar[tuple[str, ...]] = ()
 
+    def require_stock_processor(self, site: "AttentionSite", who: str, fix: str) -> None:
+        """Refuse in one line (``ValueError``, ``"<who>: ... ; <fix>"``) an attention site whose processor is not one
+        of :attr:`stock_processors` (another technique or a custom processor is installed there)."""
+        proc = site.module.processor
+        if self.stock_processors and type(proc).__name__ not in self.stock_processors:
+            raise ValueError(f"{who}: {site.name} uses the attention processor {type(proc).__name__}, not the stock "
+                             f"{' / '.join(self.stock_processors)}; {fix}")
+
     #: attribute names of the model's block lists, in layer order (layers continue across lists)
     block_lists: ClassVar[tuple[str, ...]] = ()
 
