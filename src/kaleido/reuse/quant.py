@@ -74,13 +74,11 @@ def group_runs(groups: ChannelGroups) -> list[tuple[int, int, int]]:
 
 
 def _max_abs(x: torch.Tensor, dim: tuple[int, ...]) -> torch.Tensor:
-    # max |x| as max(amax, -amin) from one aminmax pass over the last dim, then a small reduction over the
-    # rest: no |x| temporary (2-5x faster than abs().amax() or vector_norm(ord=inf) on a (3120, 280, 32)
-    # block); NaN propagates, so the finiteness check can read the result
-    lo, hi = torch.aminmax(x.detach(), dim=-1, keepdim=True)
-    m = torch.maximum(hi, lo.neg())
-    rest = tuple(d for d in dim if d % x.dim() != x.dim() - 1)
-    return m.amax(dim=rest, keepdim=True) if rest else m
+    # max |x| as max(amax, -amin): no |x| temporary, and on the CPU 1-15x faster than aminmax(dim=-1)
+    # followed by a reduction over the rest (aminmax over a group's few channels is slow); NaN propagates,
+    # so the finiteness check can read the result
+    x = x.detach()
+    return torch.maximum(x.amax(dim=dim, keepdim=True), x.amin(dim=dim, keepdim=True).neg())
 
 
 def quant_scale(x: torch.Tensor, groups: ChannelGroups, granularity: str = "group") -> torch.Tensor:
