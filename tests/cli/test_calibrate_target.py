@@ -52,6 +52,17 @@ def test_psnr_target_writes_a_loadable_config_that_meets_it(tmp_path, pipe_dir, 
     assert ("met" in r.output) or ("MISSED by" in r.output)
     assert KaleidoConfig.from_dict(rep["chosen"]["config"]) == cfg
     kaleido.apply(tiny_random_wan_pipeline().transformer, str(out))  # kaleido.apply accepts the file
+    # the candidates ran as `kaleido compare` rows: the same command again computes none of them
+    ev = rep["evaluation"]
+    assert ev["path"] == "dask" and ev["points_computed"] > 0
+    assert any((out.parent / "calibration_runs").glob("*.json"))
+    again = CliRunner().invoke(cli, ["calibrate", "--model", str(pipe_dir), "--target-psnr", "25", "--prompts",
+                                     str(prompts), "--seeds", "0", "--budget", "4", "--margin", "1", "--out", str(out),
+                                     *FAST])
+    assert again.exit_code == 0, again.output
+    rep2 = json.loads((out.parent / "calibration_target.json").read_text())
+    assert rep2["evaluation"]["points_computed"] == 0
+    assert rep2["chosen"]["config"] == rep["chosen"]["config"] and rep2["heldout"] == rep["heldout"]
 
 
 def test_savings_target_with_a_heldout_file(tmp_path, pipe_dir):
@@ -62,9 +73,10 @@ def test_savings_target_with_a_heldout_file(tmp_path, pipe_dir):
     out = tmp_path / "cal.json"
     r = CliRunner().invoke(cli, ["calibrate", "--model", str(pipe_dir), "--target-savings", "0.001", "--prompts",
                                  str(prompts), "--heldout", str(held), "--budget", "2", "--out", str(out),
-                                 "--report", str(tmp_path / "rep.json"), *FAST])
+                                 "--report", str(tmp_path / "rep.json"), "--workers", "0", *FAST])
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "rep.json").read_text())
+    assert "evaluation" not in rep  # --workers 0: the candidates ran in this process
     assert rep["calibration_prompts"] == ["a red circle"] and rep["heldout_prompts"] == ["a purple square"]
     assert rep["target"] == {"kind": "savings", "value": 0.001, "savings_of": "self_qk", "text": rep["target"]["text"]}
     assert rep["met_on_calibration"] and rep["chosen"]["saved_fraction"]["self_qk"] >= 0.001

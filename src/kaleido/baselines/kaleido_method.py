@@ -62,16 +62,39 @@ class KaleidoSettings:
     proj: bool = _default("proj")
     ffn: bool = _default("ffn")
     pv: bool = _default("pv")
+    #: a whole KaleidoConfig (its dict, as ``KaleidoConfig.to_dict`` writes it): per-op and per-layer
+    #: thresholds, schedules and axes, e.g. a calibrated config; the flat fields above must then keep
+    #: their defaults (they would be ignored)
+    config: Mapping[str, Any] | None = None
+    #: a short name for a ``config`` in tables and plots (``kaleido config=<label>``)
+    label: str = ""
 
     def __post_init__(self) -> None:
         check_range("kaleido", "theta1", self.theta1, 0.0, 255.0)
         check_range("kaleido", "theta2", self.theta2, self.theta1, 255.0, "theta2 must be >= theta1")
         check_range("kaleido", "low_bits", self.low_bits, 1, 8)
         check_range("kaleido", "dense_steps", self.dense_steps, 0, 10_000)
+        if self.config is not None:
+            from kaleido.integrations import KaleidoConfig
+
+            if not isinstance(self.config, Mapping):
+                raise ValueError(f"kaleido: config must be a KaleidoConfig mapping, got {type(self.config).__name__}")
+            moved = [k for k, v in _config_defaults().items() if getattr(self, k) != v]
+            if moved:
+                raise ValueError(f"kaleido: give either a whole config or the flat settings {moved}, not both; "
+                                 "put those values into the config")
+            KaleidoConfig.from_dict(dict(self.config))  # validated now, with the config's own messages
+
+    @property
+    def base_low_bits(self) -> int:
+        """The low-bit width of the config's base reuse settings (the flat ``low_bits`` without a config)."""
+        return int(self.to_config().reuse.low_bits) if self.config is not None else int(self.low_bits)
 
     def to_config(self):
         from kaleido.integrations import KaleidoConfig
 
+        if self.config is not None:
+            return KaleidoConfig.from_dict(dict(self.config))
         d = KaleidoConfig().to_dict()
         d["reuse"].update(theta1=float(self.theta1), theta2=float(self.theta2), low_bits=int(self.low_bits),
                           metric=str(self.metric), dense_steps=int(self.dense_steps))
@@ -80,6 +103,13 @@ class KaleidoSettings:
             for k in _REUSE_KEYS:  # per-op defaults would win
                 d["ops"][sw][k] = d["reuse"][k]
         return KaleidoConfig.from_dict(d)
+
+
+def _with_low_bits(oc, low_bits: int):
+    """``oc`` as one total with ``low_bits`` (its low-bit MACs, if any, must already be of that width)."""
+    from kaleido.reuse import OpCounts
+
+    return OpCounts(("total",), oc.mac8, oc.mac_low, oc.skipped, low_bits)
 
 
 def _kind_of(record) -> str | None:
@@ -115,10 +145,16 @@ class _KaleidoHandle(MethodHandle):
             if kind is None:
                 continue
             oc = r.op_counts().total()
-            if oc.low_bits != self.method.settings.low_bits and oc.total_mac_low:
-                raise ValueError(f"trace op {r.op} ran with low_bits={oc.low_bits}, not the configured "
-                                 f"{self.method.settings.low_bits}: the config did not take effect")
-            oc = OpCounts(("total",), oc.mac8, oc.mac_low, oc.skipped, self.method.settings.low_bits)
+            if self.method.settings.config is None:
+                if oc.low_bits != self.method.settings.low_bits and oc.total_mac_low:
+                    raise ValueError(f"trace op {r.op} ran with low_bits={oc.low_bits}, not the configured "
+                                     f"{self.method.settings.low_bits}: the config did not take effect")
+                oc = _with_low_bits(oc, self.method.settings.low_bits)
+            elif kind in by_kind:  # a whole config: each kind keeps its own ops' low_bits (those with low MACs)
+                if not oc.total_mac_low:
+                    oc = _with_low_bits(oc, by_kind[kind].low_bits)
+                elif not by_kind[kind].total_mac_low:
+                    by_kind[kind] = _with_low_bits(by_kind[kind], oc.low_bits)
             by_kind[kind] = by_kind[kind] + oc if kind in by_kind else oc
         counts = dict(base.op_counts)
         for kind, oc in by_kind.items():
@@ -155,7 +191,7 @@ class KaleidoMethod(Method):
 
     @property
     def low_bits(self) -> int:  # type: ignore[override]
-        return self.settings.low_bits
+        return self.settings.base_low_bits
 
     def apply(self, transformer) -> MethodHandle:
         import kaleido.integrations as ki

@@ -25,6 +25,12 @@ import click
 from kaleido.cli._pipeline import generation_options, parse_seeds
 
 
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 def _builtin_count(value: str | None) -> int | None:
     if value is None:
         return None
@@ -56,10 +62,18 @@ def _builtin_count(value: str | None) -> int | None:
 @click.option("--bisect-steps", type=click.IntRange(1, 10), default=3, show_default=True)
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="JSON report of the target search (default: calibration_target.json beside --out).")
+@click.option("--results-dir", "results_dir", type=click.Path(file_okay=False), default=None,
+              help="Where the target search's runs are kept, as `kaleido compare` rows (default: calibration_runs/ "
+                   "beside --out); a rerun computes only what is missing.")
+@click.option("--workers", type=click.IntRange(0), default=1, show_default=True,
+              help="Local Dask worker processes that run the target search's candidates; 0: run them in this "
+                   "process (with --device / --dtype, e.g. on a GPU).")
+@click.option("--scheduler", default=None, help="A Dask scheduler address (tcp://HOST:PORT) to run the candidates on.")
 @generation_options
 @click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
 def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psnr, target_savings, savings_of, margin,
-              heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype, threads):
+              heldout_path, budget, bisect_steps, report_path, results_dir, workers, scheduler, steps, frames, height,
+              width, device, dtype, threads):
     """Calibrate chunk-group reuse axes, or a whole config to --target-psnr / --target-savings."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.cli._prompts import prompt_warnings_shown
@@ -84,7 +98,7 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
     with prompt_warnings_shown():
         _calibrate_target(model, base, out_path, prompts_arg, seeds or str(seed), target_psnr, target_savings,
                           savings_of, margin, heldout_path, budget, bisect_steps, report_path, steps, frames, height,
-                          width, device, dtype)
+                          width, device, dtype, results_dir, workers, scheduler)
 
 
 def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype):
@@ -147,8 +161,11 @@ def _read_prompt_sets(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
 
 
 def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of, margin,
-                      heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype):
-    from kaleido.calibration import calibrate_to_target_on_prompts
+                      heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype,
+                      results_dir, workers, scheduler):
+    from pathlib import Path
+
+    from kaleido.calibration import SweepEvaluator, calibrate_to_target_on_prompts
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.cli._prompts import echo_prompt_problems
     from kaleido.integrations.calibrate_target import Target
@@ -170,12 +187,22 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
     pipe.set_progress_bar_config(disable=True)
     echo_prompt_problems(pipe, [*calib, *heldout], settings.max_sequence_length)
 
+    evaluator = None
+    if workers or scheduler:
+        if device != "cpu" or dtype != "fp32":
+            raise click.UsageError(f"--device {device} --dtype {dtype}: the Dask workers run on the CPU in fp32; "
+                                   "add --workers 0 to run the search in this process")
+        runs = Path(results_dir) if results_dir else Path(out_path).parent / "calibration_runs"
+        evaluator = SweepEvaluator(model, runs, settings.call_kwargs(), scheduler, max(1, workers))
+        click.echo(f"candidates run through the Dask sweep ({scheduler or f'{max(1, workers)} local worker(s)'}), "
+                   f"rows in {runs}")
     click.echo(f"target: {target.describe()}" + (f" (searched for {search_target.describe()})" if margin else "")
                + f"; {len(calib)} calibration and {len(heldout)} held-out prompts x seeds {seed_list}")
     try:
-        run = calibrate_to_target_on_prompts(pipe, base, target, calib, heldout, seed_list, settings, margin=margin,
-                                             budget=budget, bisect_steps=bisect_steps, meta={"model": model},
-                                             log=click.echo)
+        with evaluator or _nothing():
+            run = calibrate_to_target_on_prompts(pipe, base, target, calib, heldout, seed_list, settings, margin=margin,
+                                                 budget=budget, bisect_steps=bisect_steps, meta={"model": model},
+                                                 log=click.echo, evaluator=evaluator)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     report_file = run.save(out_path, report_path)

@@ -85,7 +85,8 @@ def compact_rows(results_dir: str | Path) -> tuple[int, int, int]:
     return n, before, after
 
 
-def _psnr(v) -> float:
+def capped_psnr(v) -> float:
+    """A row's PSNR as a float ("inf" allowed), capped at :data:`PSNR_CAP_DB` so means stay finite."""
     v = float("inf") if v == "inf" else float(v)
     return min(v, PSNR_CAP_DB)
 
@@ -141,7 +142,7 @@ def aggregate(rows: list[dict]) -> list[SettingAggregate]:
         groups[json.dumps([r["method"], r["point"]["settings"]], sort_keys=True)].append(r)
     out = []
     for rs in groups.values():
-        psnr = [_psnr(r["quality"]["psnr"]) for r in rs]
+        psnr = [capped_psnr(r["quality"]["psnr"]) for r in rs]
         kinds = sorted({k for r in rs for k in r["report"]["saved_fraction"]})
         by_kind = {k: float(np.mean([r["report"]["saved_fraction"].get(k, 0.0) for r in rs])) for k in kinds}
         net = []

@@ -65,4 +65,8 @@ def settings_label(method: str, settings: dict) -> str:
     if method == "stack":  # "taylorseer cache_interval=3 + kaleido theta1=32 ..."
         return " + ".join(settings_label(t["technique"], {k: v for k, v in t.items() if k != "technique"})
                           for t in settings.get("techniques", ()))
+    if settings.get("config") is not None:  # a whole config: its label, or a hash of it
+        label = settings.get("label") or hashlib.sha256(
+            json.dumps(settings["config"], sort_keys=True, default=_jsonable).encode()).hexdigest()[:8]
+        return f"{method} config={label}"
     return method + " " + " ".join(f"{k}={v}" for k, v in sorted(settings.items()))

@@ -82,12 +82,14 @@ def _why_failed(exc: BaseException) -> str:
 
 
 def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str | None = None, n_workers: int = 1,
-              progress: bool = True, compute: Callable[[dict, str], dict] = run_point) -> SweepSummary:
+              progress: bool = True, compute: Callable[[dict, str], dict] = run_point, client=None) -> SweepSummary:
     """Compute every point of ``points`` that has no row yet; rows go to ``results_dir/<key>.json``.
 
     ``compute(point_dict, results_dir) -> row`` is what each task runs; it must write the
     point's row itself (:func:`kaleido.compare.worker.run_point` does).  A point whose task
-    fails or whose worker dies is reported in ``failed``, not raised: the other points go on."""
+    fails or whose worker dies is reported in ``failed``, not raised: the other points go on.  ``client``: a
+    Dask client to use (and leave open) instead of one made from ``scheduler`` / ``n_workers`` for this call
+    (:func:`open_client`)."""
     results = Path(results_dir)
     results.mkdir(parents=True, exist_ok=True)
     unique = {p.key: p for p in points}
@@ -97,7 +99,8 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str 
         return summary
     from distributed import as_completed
 
-    client, cluster = _client(scheduler, n_workers)
+    own = client is None
+    client, cluster = _client(scheduler, n_workers) if own else (client, None)
     try:
         bar = None
         if progress:
@@ -137,7 +140,17 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str 
         if bar is not None:
             bar.close()
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        if own:
+            close_client(client, cluster)
     return summary
+
+
+def open_client(scheduler: str | None, n_workers: int):
+    """``(client, cluster)`` for several :func:`run_sweep` calls (``cluster`` is ``None`` with a scheduler)."""
+    return _client(scheduler, n_workers)
+
+
+def close_client(client, cluster) -> None:
+    client.close()
+    if cluster is not None:
+        cluster.close()
