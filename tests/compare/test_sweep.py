@@ -98,3 +98,20 @@ def test_kaleido_setting_families_are_plotted_as_separate_series():
     assert plot_series(every_op) == "kaleido"
     assert plot_series(qk_only) == "kaleido (self-attn q.k^T only)"
     assert plot_series(agg("tome", dict(ratio=0.3, proj=False, ffn=False))) == "tome"
+
+
+def _trim_threshold():
+    import os
+
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+def test_local_workers_keep_glibcs_dynamic_mmap_threshold():
+    """distributed's MALLOC_TRIM_THRESHOLD_=65536 made every generation in a worker ~1.7x slower: not set."""
+    from kaleido.compare.sweep import close_client, open_client
+
+    client, cluster = open_client(None, 1)
+    try:
+        assert client.submit(_trim_threshold, pure=False).result() is None
+    finally:
+        close_client(client, cluster)

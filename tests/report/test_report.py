@@ -28,7 +28,8 @@ def test_report_is_one_self_contained_file(rows_dir, tmp_path):
     # nothing is loaded from elsewhere: every image is inline
     assert not re.search(r'src="(?!data:)', page) and "<link" not in page and "<script src" not in page
     assert page.count("data:image/png;base64,") >= 1 + 1 + 7  # pareto + dense + one strip per method
-    for section in ("matched self-attention", "Quality vs savings", "Side-by-side frames", "Accelerators",
+    for section in ("matched self-attention", "Whole transformer saved at mean PSNR", "Quality vs savings",
+                    "Side-by-side frames", "Accelerators",
                     "from the paper"):
         assert section in page
     assert "tome ratio=0.3" in page and "taylorseer cache_interval=2" in page

@@ -29,7 +29,8 @@ import click
               help="Comma-separated simulator workloads for the accelerator table ('none' to skip it).")
 def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json, compact, workloads):
     """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
-    from kaleido.compare.analysis import aggregate, errors, fmt_pct, load_rows, matched_savings, pareto_figure
+    from kaleido.compare.analysis import (RANK_MIN_PSNR_DB, aggregate, errors, fmt_pct, load_rows, matched_savings,
+                                          pareto_figure, ranking_at_quality)
     from kaleido.compare.grids import build_points
     from kaleido.compare.sweep import run_sweep
 
@@ -68,6 +69,7 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
         raise click.UsageError(str(e))
     aggs = aggregate(rows)
     matched = matched_savings(aggs)
+    ranking = ranking_at_quality(aggs)
     from kaleido.atomic import write_atomic
 
     write_atomic(results / "pareto.png", pareto_figure(aggs))
@@ -86,6 +88,7 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     if as_json:
         click.echo(json.dumps({"settings": [a.to_dict() for a in aggs],
                                "matched": {m: [c.to_dict() for c in cs] for m, cs in matched.items()},
+                               "ranking": {"min_psnr_db": RANK_MIN_PSNR_DB, "methods": [r.to_dict() for r in ranking]},
                                "accelerators": accel,
                                "accelerators_matched_quality": {"min_psnr_db": MATCHED_PSNR_DB, "tables": accel_matched},
                                "errors": [{"method": r["method"], "settings": r["settings"], "error": r["error"]}
@@ -115,6 +118,17 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     for meth, cells in matched.items():
         m.add_row(meth, *[f"{c.psnr:.2f} dB" if c.psnr is not None else "n/a" for c in cells])
     con.print(m)
+    r = Table(title=f"whole transformer saved at mean PSNR >= {RANK_MIN_PSNR_DB:.0f} dB (each method's best setting)")
+    for c in ("#", "method", "setting", "PSNR dB [95% CI]", "transformer saved [95% CI]"):
+        r.add_column(c, justify="left" if c in ("method", "setting") else "right")
+    for i, rm in enumerate(ranking, 1):
+        b = rm.best
+        if b is None:
+            r.add_row("-", rm.method, f"not reached (best {rm.best_psnr:.2f} dB)", "", "")
+        else:
+            r.add_row(str(i), rm.method, b.label, f"{b.psnr:.2f} [{b.psnr_ci95[0]:.2f}, {b.psnr_ci95[1]:.2f}]",
+                      f"{fmt_pct(b.total_saved)} [{fmt_pct(b.total_saved_ci95[0])}, {fmt_pct(b.total_saved_ci95[1])}]")
+    con.print(r)
     for key in dict.fromkeys((r["method"], str(r["settings"]), r["error"]) for r in errors(rows)):
         con.print(f"[yellow]refused[/yellow] {key[0]} {key[1]}: {key[2]}")  # each refused setting once
     for tables, how in ((accel, "each method at its representative setting"),

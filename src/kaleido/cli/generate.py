@@ -46,8 +46,8 @@ def _print_table(reuse: dict) -> None:
 @click.option("--seed", "seeds", type=int, multiple=True, help="Seed (repeatable). Default: 0.")
 @generation_options
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="KaleidoConfig YAML/JSON, or a packaged config by name (calibrated-tiny) "
-                   "(default: the built-in default config).")
+              help="KaleidoConfig YAML/JSON, or a packaged config by name (tiny-default, calibrated-tiny) "
+                   "(default: the model's calibrated config - tiny: tiny-default - else KaleidoConfig()).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @click.option("--guidance", type=float, default=None, help="Classifier-free guidance scale.")
 @click.option("--fps", type=click.IntRange(1, 120), default=8, show_default=True)
@@ -67,12 +67,12 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     from kaleido.integrations import KaleidoConfig
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.integrations.evaluation import EVAL_PROMPTS, dense_runs, kaleido_runs, save_runs, settings_for
-    from kaleido.tiny.pipeline import TINY_VARIANTS
+    from kaleido.tiny.pipeline import TINY_VARIANTS, default_config
 
     if threads:
         torch.set_num_threads(threads)
     try:
-        cfg = KaleidoConfig.load(config_path) if config_path else KaleidoConfig()
+        cfg = KaleidoConfig.load(config_path) if config_path else default_config(model)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
     if record_maps:

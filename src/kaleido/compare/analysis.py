@@ -223,6 +223,45 @@ def matched_savings(aggs: list[SettingAggregate], targets=MATCH_TARGETS) -> dict
     return out
 
 
+#: the quality level of :func:`ranking_at_quality` (issue 19: the peers' 30 dB)
+RANK_MIN_PSNR_DB = 30.0
+
+
+@dataclass
+class RankedMethod:
+    """A method's setting that saves the most of the whole transformer at mean PSNR >= the level."""
+
+    method: str
+    best: SettingAggregate | None  #: None: no setting of the method reaches the level
+    best_psnr: float  #: the method's highest mean PSNR (for "not reached" rows)
+
+    def to_dict(self) -> dict:
+        b = self.best
+        return {"method": self.method, "label": None if b is None else b.label,
+                "psnr": None if b is None else b.psnr, "psnr_ci95": None if b is None else list(b.psnr_ci95),
+                "total_saved": None if b is None else b.total_saved,
+                "total_saved_ci95": None if b is None else list(b.total_saved_ci95),
+                "runs": None if b is None else b.n, "best_psnr": self.best_psnr}
+
+
+def ranking_at_quality(aggs: list[SettingAggregate], min_psnr: float = RANK_MIN_PSNR_DB) -> list[RankedMethod]:
+    """Every method ranked by the whole-transformer saving of its best setting with mean PSNR >= ``min_psnr``
+    (methods none of whose settings reach it last, by their best PSNR).  A stack counts as its own method,
+    one per step cache + technique pair (``taylorseer + kaleido``)."""
+    by: dict[str, list[SettingAggregate]] = defaultdict(list)
+    for a in aggs:
+        name = a.method
+        if a.method == "stack":
+            name = " + ".join(t["technique"] for t in a.settings.get("techniques", ()))
+        by[name].append(a)
+    out = []
+    for name, pts in by.items():
+        ok = [a for a in pts if a.psnr >= min_psnr]
+        best = max(ok, key=lambda a: a.total_saved) if ok else None
+        out.append(RankedMethod(name, best, max(a.psnr for a in pts)))
+    return sorted(out, key=lambda r: (r.best is None, -(r.best.total_saved if r.best else r.best_psnr)))
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the points not dominated in (saving up, PSNR up)."""
     idx = []
