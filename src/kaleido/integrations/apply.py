@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from .config import OP_SWITCH_OF, KaleidoConfig
-from .grid import GRID_HOOK, GridCaptureHook
+from .grid import GRID_HOOK, GridCaptureHook, remove_hook
 from .linear import LINEAR_HOOK, DenseCounter, LinearReuseHook
 from .processors import ReuseCore
 from .registry import adapter_for
@@ -215,18 +215,8 @@ def _undo(transformer: torch.nn.Module, undo: _Undo) -> None:
         module.set_processor(original)
     for h in undo.handles:
         h.remove()
-    for module in reversed(undo.hooked):
-        reg = getattr(module, "_diffusers_hook", None)
-        if reg is None:
-            continue
-        name = GRID_HOOK if module is transformer else LINEAR_HOOK
-        reg.remove_hook(name, recurse=False)
-        if not reg.hooks:
-            # leave the module as it was: no registry, the class's own forward
-            del module._diffusers_hook
-            fwd = module.__dict__.get("forward")
-            if fwd is not None and getattr(fwd, "__func__", None) is type(module).forward:
-                del module.forward
+    for module in reversed(undo.hooked):  # leave each module as it was: no registry, the class's own forward
+        remove_hook(module, GRID_HOOK if module is transformer else LINEAR_HOOK)
     reg = getattr(transformer, "_diffusers_hook", None)
     if reg is not None and hasattr(reg, "invalidate_child_registries_cache"):
         reg.invalidate_child_registries_cache()

@@ -8,7 +8,11 @@ runtime (:meth:`KaleidoRuntime.begin_call`).  ``reset_state`` - which diffusers 
 at the end of every pipeline run - closes the generation's trace.
 
 diffusers delivers the cache context to every ``StateManager`` attribute of a
-stateful hook; :class:`ContextTracker` is such an attribute that only remembers it.
+stateful hook; :class:`ContextTracker` is such an attribute that only remembers it, and
+:class:`ContextHook` the stateful hook that holds one.  Kaleido's hook is a
+:class:`ContextHook`; so is the one every baseline's handle registers
+(:class:`kaleido.baselines.base.MethodHandle`), which takes each call's step and slot from it.
+:func:`remove_hook` takes a hook off a module again, and the registry with the last one.
 """
 
 from __future__ import annotations
@@ -58,15 +62,43 @@ class ContextTracker(StateManager):
         return str(getattr(c, "name", DEFAULT_CONTEXT)), (None if step is None else int(step)), (None if n is None else int(n))
 
 
-class GridCaptureHook(ModelHook):
-    """Captures grid, step and context before each transformer forward."""
+class ContextHook(ModelHook):
+    """A stateful diffusers hook whose only state is a :class:`ContextTracker` (``contexts``): registered
+    on a transformer, it knows the cache context the pipeline set for the call in progress."""
 
     _is_stateful = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts = ContextTracker()
+
+    def reset_state(self, module: torch.nn.Module) -> torch.nn.Module:
+        return module  # the context is the pipeline's: its ``with transformer.cache_context(...)`` clears it
+
+    def __repr__(self) -> str:
+        return "ContextHook()"
+
+
+def remove_hook(module: torch.nn.Module, name: str) -> None:
+    """Remove the diffusers hook ``name`` from ``module``; the last hook out takes the registry with it, so
+    the module runs its class's own forward again."""
+    reg = getattr(module, "_diffusers_hook", None)
+    if reg is None:
+        return
+    reg.remove_hook(name, recurse=False)
+    if not reg.hooks:
+        del module._diffusers_hook
+        fwd = module.__dict__.get("forward")
+        if fwd is not None and getattr(fwd, "__func__", None) is type(module).forward:
+            del module.forward
+
+
+class GridCaptureHook(ContextHook):
+    """Captures grid, step and context before each transformer forward."""
 
     def __init__(self, runtime: KaleidoRuntime):
         super().__init__()
         self.runtime = runtime
-        self.contexts = ContextTracker()
 
     def pre_forward(self, module: torch.nn.Module, *args, **kwargs):
         rt = self.runtime

@@ -16,6 +16,10 @@ Steps and generations
   of ``__call__`` through ``maybe_free_model_hooks``), on :func:`kaleido.reset`, or when
   a call starts over (its step index or timestep goes back up).  The finished
   generation's records become :attr:`KaleidoRuntime.last_trace`.
+
+:class:`StepCounter` is that rule, defined once: Kaleido's runtime and every baseline's
+handle (:class:`kaleido.baselines.base.MethodHandle`, which adds the call's slot: the
+order in which the step's contexts first appeared) count steps with it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,41 @@ from .trace import DENSE_OP, ReuseTrace, TraceRecord, counts_on_device, dense_co
 
 if TYPE_CHECKING:
     from .registry import ModelAdapter
+
+
+class StepCounter:
+    """The step of a transformer call from its cache context (the rule of "Steps and generations" above).
+
+    Per call: :meth:`restarts` (does it start a new generation?), :meth:`step` (its step index),
+    then :meth:`record` once it is counted; :meth:`clear` forgets the generation.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[str, int] = {}
+        self._last_step: dict[str, int] = {}
+        self._last_t: dict[str, float] = {}
+
+    def restarts(self, context: str, step_index: int | None, timestep: float | None) -> bool:
+        """The call starts over: its context's step index, or without one its timestep, goes back up."""
+        if step_index is not None:
+            return step_index < self._last_step.get(context, -1)
+        last_t = self._last_t.get(context)
+        return timestep is not None and last_t is not None and timestep > last_t + 1e-6
+
+    def step(self, context: str, step_index: int | None) -> int:
+        """The context's ``step_index``, else the number of earlier calls in the same context."""
+        return int(step_index) if step_index is not None else self._calls.get(context, 0)
+
+    def record(self, context: str, step: int, timestep: float | None) -> None:
+        self._calls[context] = step + 1
+        self._last_step[context] = step
+        if timestep is not None:
+            self._last_t[context] = timestep
+
+    def clear(self) -> None:
+        self._calls.clear()
+        self._last_step.clear()
+        self._last_t.clear()
 
 
 @dataclass
@@ -69,9 +108,7 @@ class KaleidoRuntime:
         self.last_trace: ReuseTrace | None = None
         self.dtype = str(next(model.parameters()).dtype).replace("torch.", "")
         self._records: list[TraceRecord] = []
-        self._calls: dict[str, int] = {}
-        self._last_step: dict[str, int] = {}
-        self._last_t: dict[str, float] = {}
+        self.steps = StepCounter()
         self._plans: dict[tuple, ReuseConfig | None] = {}
         self._groups: dict[tuple, ChannelGroups] = {}
         self._grids: dict[int, TokenGrid] = {}
@@ -86,15 +123,9 @@ class KaleidoRuntime:
     def begin_call(
         self, grid: TokenGrid, context: str, step_index: int | None, num_steps: int | None, timestep: float | None
     ) -> None:
-        if step_index is not None:
-            if step_index < self._last_step.get(context, -1):
-                self.finish_generation()
-            step = int(step_index)
-        else:
-            last_t = self._last_t.get(context)
-            if timestep is not None and last_t is not None and timestep > last_t + 1e-6:
-                self.finish_generation()
-            step = self._calls.get(context, 0)
+        if self.steps.restarts(context, step_index, timestep):
+            self.finish_generation()
+        step = self.steps.step(context, step_index)
         if num_steps is None:
             num_steps = self.num_steps_override
         self.call = CallInfo(grid, context, step, num_steps, timestep)
@@ -106,10 +137,7 @@ class KaleidoRuntime:
         c = self.call
         if c is None:
             return
-        self._calls[c.context] = c.step + 1
-        self._last_step[c.context] = c.step
-        if c.timestep is not None:
-            self._last_t[c.context] = c.timestep
+        self.steps.record(c.context, c.step, c.timestep)
         self.wall_s += time.perf_counter() - self._t0
         self.call = None
         self._decision = None
@@ -119,9 +147,7 @@ class KaleidoRuntime:
         if self._records:
             self.last_trace = self.build_trace(self._records)
         self._records = []
-        self._calls.clear()
-        self._last_step.clear()
-        self._last_t.clear()
+        self.steps.clear()
         self.call = None
         self.wall_s = 0.0
         return self.last_trace
