@@ -119,6 +119,53 @@ def test_first_block_cache_skips_whole_blocks(random_pipe, generate):
     assert rep.saved_fraction("self_qk") == rep.saved_fraction("cross_qk") == rep.saved_fraction("ffn_in")
 
 
+def _bare_wan():
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(0)
+    return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4,
+                                 out_channels=4, text_dim=16, freq_dim=16, ffn_dim=32, num_layers=2,
+                                 rope_max_seq_len=64).eval()
+
+
+def _bare_wan_inputs(t: float = 500.0) -> dict:
+    g = torch.Generator().manual_seed(0)
+    return dict(hidden_states=torch.randn(1, 4, 3, 8, 8, generator=g), timestep=torch.full((1,), t),
+                encoder_hidden_states=torch.randn(1, 7, 16, generator=g), return_dict=False)
+
+
+def test_steps_and_slots_come_from_the_cache_context():
+    """A pipeline-like loop: cond and uncond calls under their cache contexts, the same timestep on every step
+    (the timestep rule would count all four calls as one step with slots 0..3)."""
+    tr = _bare_wan()
+    kw = _bare_wan_inputs()
+    h = make_method("tome", ratio=0.0).apply(tr)  # any method: the handle counts the steps
+    seen = []
+    h.observe("call planned", "test", lambda gemms: seen.append(
+        (h.call.step, h.call.slot, h.call.context, h.call.num_steps, h.call.generation)))
+    try:
+        with torch.no_grad():
+            for _ in range(2):  # a context with only a name (HunyuanVideo's pipeline): step = calls in it so far
+                for name in ("cond", "uncond"):
+                    with tr.cache_context(name):
+                        tr(**kw)
+            for i in range(2):  # a context with the step index (Wan's pipeline); step 0 again: a new generation
+                for name in ("cond", "uncond"):
+                    with tr.cache_context(name, step_index=i, num_inference_steps=2):
+                        tr(**kw)
+            tr(**kw)  # bare calls (no context): the timestep rule
+            tr(**kw)
+            tr(**_bare_wan_inputs(400.0))
+    finally:
+        h.remove()
+    assert seen == [
+        (0, 0, "cond", None, 0), (0, 1, "uncond", None, 0), (1, 0, "cond", None, 0), (1, 1, "uncond", None, 0),
+        (0, 0, "cond", 2, 1), (0, 1, "uncond", 2, 1), (1, 0, "cond", 2, 1), (1, 1, "uncond", 2, 1),
+        (0, 0, None, None, 2), (0, 1, None, None, 2), (1, 0, None, None, 2),
+    ]
+    assert not hasattr(tr, "_diffusers_hook")  # the handle's context hook is gone, and the registry with it
+
+
 def test_pab_skips_attention_and_refuses_two_calls_per_step(random_pipe, generate):
     _, rep = run_method(random_pipe, generate, "pab", self_skip_range=2, cross_skip_range=2, timestep_range=(0, 1001))
     assert rep.saved_fraction("self_qk") > 0 and rep.saved_fraction("cross_qk") > 0

@@ -44,6 +44,18 @@ call's dense count.  Only the transformer blocks' GEMMs the adapter names are co
 output head are left out for every method alike).  A linear that runs on other rows than
 the call's shapes plan raises ``ValueError`` (the accounting would be wrong).
 
+Steps and slots.  The handle registers a :class:`~kaleido.integrations.grid.ContextHook`
+on the transformer, so it sees the cache context the pipeline sets around each call
+(``with transformer.cache_context("cond", step_index=i, ...)``).  Under a context, the
+call's step follows Kaleido's own rule (:class:`~kaleido.integrations.state.StepCounter`:
+the context's ``step_index``, else the number of earlier calls in that context; a step
+index or timestep that goes back up starts a new generation), and its slot is the order
+in which its context's name first appeared in the generation (``"cond"`` 0, ``"uncond"``
+1 in every diffusers pipeline, which calls cond first).  A call outside any context (a
+bare transformer call) falls back to the timestep rule: a repeated timestep is the next
+slot of the same step, a lower one the next step, a higher one a new generation (so does
+a bare call after calls under a context, and the other way round).
+
 Observers.  What records a method's decisions (the accelerator baselines' trace
 recorder, :mod:`.accel_trace`) attaches by name, never by replacing the handle's or the
 ledger's functions: :meth:`OpLedger.add_observer` sees every count added,
@@ -245,7 +257,9 @@ class CallInfo:
     timestep: float
     step: int  # denoising step index within the current generation (0-based)
     slot: int  # 0 for the first call of a step (cond), 1 for the second (uncond), ...
-    generation: int  # counts generations (a new one starts when the timestep rises)
+    generation: int  # counts generations (a new one starts when the step or timestep goes back up)
+    context: str | None = None  # the pipeline's cache context name (None: a call outside any context)
+    num_steps: int | None = None  # the number of steps, when the pipeline passes it to the context
 
 
 class OpLedger:
@@ -356,6 +370,7 @@ class MethodHandle:
 
     def __init__(self, method: "Method", transformer: torch.nn.Module) -> None:
         from kaleido.integrations.registry import adapter_for
+        from kaleido.integrations.state import StepCounter
 
         self.method = method
         self.transformer = transformer
@@ -374,16 +389,21 @@ class MethodHandle:
         self._taken: set[tuple[str, str]] = set()
         self._ran: set[int] = set()
         self._grids: dict[int, TokenGrid] = {}
+        self._begun = False  # a generation is under way
+        self._bare = False  # its calls run outside any cache context
         self._last_t: float | None = None
         self._step = -1
         self._slot = 0
         self._generation = 0
+        self._steps = StepCounter()  # steps of calls under a cache context
+        self._contexts_seen: list[str] = []  # context names of the generation, first appearance first: the slots
         self._new_generation_callbacks: list[Callable[[], None]] = []
         self._removed = False
         self.call_checks: list[Callable[[CallInfo], None]] = []
         self._observers: dict[str, dict[str, Callable[..., None]]] = {e: {} for e in EVENTS}
         self._report_extras: dict[str, Callable[[], dict]] = {}
         self._trace_providers: dict[str, Callable[[], Any]] = {}
+        self._context_hook = self._register_context_hook()
         h = transformer.register_forward_pre_hook(self._pre_call, with_kwargs=True)
         self._undo.append(h.remove)
         # to_q runs exactly when its attention does (a cache serving the attention module skips both)
@@ -394,6 +414,54 @@ class MethodHandle:
             self._undo.append(s.module.register_forward_hook(self._ran_hook(s.name, (s.op,), True)).remove)
 
     # -- observation ------------------------------------------------------------------
+    def _register_context_hook(self):
+        """A :class:`~kaleido.integrations.grid.ContextHook` on the transformer, under a name of this handle's."""
+        from diffusers.hooks import HookRegistry
+
+        from kaleido.integrations.grid import ContextHook, remove_hook
+
+        hook, name = ContextHook(), f"baseline_context_{id(self)}"
+        HookRegistry.check_if_exists_or_initialize(self.transformer).register_hook(hook, name)
+        self._undo.append(lambda: remove_hook(self.transformer, name))
+        return hook
+
+    def _new_generation(self) -> None:
+        if self._begun:
+            self._generation += 1
+        self._begun = True
+        self._steps.clear()
+        self._contexts_seen.clear()
+        for cb in self._new_generation_callbacks:
+            cb()
+
+    def _step_and_slot(self, t: float, ts: float | None) -> tuple[str | None, int | None]:
+        """Set the step and slot of the call starting now (see the module docstring); its context's name and
+        number of steps (``None`` outside a context)."""
+        bare = self._context_hook.contexts.current is None
+        switched = self._begun and bare != self._bare  # calls outside contexts after calls in one, or back
+        self._bare = bare
+        if bare:  # the timestep rule
+            if not self._begun or switched or t > self._last_t:
+                self._new_generation()
+                self._step, self._slot = 0, 0
+            elif t == self._last_t:
+                self._slot += 1
+            else:
+                self._step += 1
+                self._slot = 0
+            self._last_t = t
+            return None, None
+        name, step_index, num_steps = self._context_hook.contexts.describe()
+        if not self._begun or switched or self._steps.restarts(name, step_index, ts):
+            self._new_generation()
+        self._step = self._steps.step(name, step_index)
+        self._steps.record(name, self._step, ts)
+        if name not in self._contexts_seen:
+            self._contexts_seen.append(name)
+        self._slot = self._contexts_seen.index(name)
+        self._last_t = t
+        return name, num_steps
+
     def _pre_call(self, module, args, kwargs):
         from kaleido.integrations.state import as_float
 
@@ -402,19 +470,8 @@ class MethodHandle:
         B, L = self.adapter.batch_size(inputs), self.adapter.text_len(inputs)
         ts = as_float(self.adapter.timestep(inputs))
         t = 0.0 if ts is None else ts
-        if self._last_t is None or t > self._last_t:
-            if self._last_t is not None:
-                self._generation += 1
-            self._step, self._slot = 0, 0
-            for cb in self._new_generation_callbacks:
-                cb()
-        elif t == self._last_t:
-            self._slot += 1
-        else:
-            self._step += 1
-            self._slot = 0
-        self._last_t = t
-        self.call = CallInfo(grid, B, L, t, self._step, self._slot, self._generation)
+        context, num_steps = self._step_and_slot(t, ts)
+        self.call = CallInfo(grid, B, L, t, self._step, self._slot, self._generation, context, num_steps)
         self.calls += 1
         self.gemms = self.shapes.gemms(B, grid.n_grid, L)
         self._ran = set()
