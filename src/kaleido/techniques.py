@@ -7,7 +7,7 @@ picks the handler, registered with :func:`register_technique`.  Configs:
   :func:`kaleido.integrations.apply.apply`, returns its :class:`ApplyReport`);
 * each baseline's settings dataclass (``kaleido.baselines.METHODS[name].Settings``: Sparse
   VideoGen, block top-k, ToMe, AdapTiV, EXION, Cambricon-D, PAB, FirstBlockCache,
-  TaylorSeer) - handler: the baseline's ``Method.apply``, returns its handle (``report()``);
+  TaylorSeer, MagCache) - handler: the baseline's ``Method.apply``, returns its handle (``report()``);
 * a list of configs - a stack, applied in order (e.g. TaylorSeer, then Kaleido), under the rules of
   :func:`kaleido.baselines.stack.check_composable` (one step cache, one technique per op kind); a list that
   fails part-way is undone back to what was applied before it.

@@ -44,6 +44,9 @@ SETTINGS: dict[str, dict] = {
     "pab": dict(self_skip_range=2, cross_skip_range=2, timestep_range=(-1, 1001)),  # DDIM's last timestep is 0
     "fbcache": dict(threshold=50.0),
     "taylorseer": dict(cache_interval=2, disable_cache_before_step=1),
+    # ratios as a calibration would give them for 2 steps; the second step is served from the cache
+    "magcache": dict(mag_ratios=(1.0, 0.95), num_inference_steps=STEPS, retention_ratio=0.0, threshold=0.5,
+                     max_skip_steps=1),
     "kaleido": dict(theta1=64, theta2=64, low_bits=7, metric="mean_abs"),
     "stack": dict(techniques=[dict(technique="taylorseer", cache_interval=2, disable_cache_before_step=1),
                               dict(technique="kaleido", theta1=16, theta2=32, low_bits=6)]),
@@ -57,9 +60,10 @@ NULL_SETTINGS: dict[str, dict] = {
     "pab": dict(self_skip_range=1, cross_skip_range=1),
     "fbcache": dict(threshold=0.0),
     "taylorseer": dict(cache_interval=1, disable_cache_before_step=0),
+    "magcache": dict(calibrate=True, num_inference_steps=STEPS),  # diffusers' calibration mode skips nothing
     "kaleido": dict(theta1=0, theta2=0),
 }
-STEP_CACHES = frozenset({"pab", "fbcache", "taylorseer"})
+STEP_CACHES = frozenset({"pab", "fbcache", "taylorseer", "magcache"})
 #: op kinds each technique decides (the rest, without a step cache, must be computed in full)
 DECIDES: dict[str, frozenset] = {
     "sparse_videogen": frozenset({"self_qk", "self_pv"}), "block_topk": frozenset({"self_qk", "self_pv"}),

@@ -29,7 +29,7 @@ def psnr(a, b):
 
 def test_every_method_is_registered_and_rejects_bad_settings():
     assert set(METHODS) == {"sparse_videogen", "block_topk", "tome", "adaptiv", "pab", "fbcache", "taylorseer",
-                            "exion", "cambricon_d", "kaleido", "stack"}
+                            "magcache", "exion", "cambricon_d", "kaleido", "stack"}
     with pytest.raises(ValueError, match="density"):
         make_method("block_topk", density=1.5)
     with pytest.raises(ValueError, match="unknown setting"):
@@ -119,6 +119,72 @@ def test_first_block_cache_skips_whole_blocks(random_pipe, generate):
     assert rep.saved_fraction("self_qk") == rep.saved_fraction("cross_qk") == rep.saved_fraction("ffn_in")
 
 
+def test_magcache_serves_whole_steps_from_the_cache(random_pipe, generate, dense_frames):
+    # retention 0, at most one step in a row from the cache: step 0 computes (nothing cached yet), 1 is served,
+    # 2 computes (two in a row would exceed max_skip_steps), 3 is served -> every block GEMM half skipped
+    frames, rep = run_method(random_pipe, generate, "magcache", mag_ratios=(1.0, 0.99, 1.0, 0.99),
+                             num_inference_steps=STEPS, retention_ratio=0.0, threshold=0.5, max_skip_steps=1)
+    assert rep.extra["served_steps"] == {"cond": [1, 3]}
+    assert rep.extra["matched"] == ["blocks.0", "blocks.1"]
+    for kind, oc in rep.op_counts.items():
+        assert oc.total_skipped * 2 == oc.dense_macs and oc.total_mac8 * 2 == oc.dense_macs, kind
+    assert not np.array_equal(frames, dense_frames)
+    assert not random_pipe[0].transformer.is_cache_enabled
+
+
+def test_magcache_calibrates_its_ratios_and_uses_them(random_pipe, generate, dense_frames):
+    frames, rep = run_method(random_pipe, generate, "magcache", calibrate=True, num_inference_steps=STEPS)
+    np.testing.assert_array_equal(frames, dense_frames)  # calibration skips nothing
+    assert rep.total_saved_fraction == 0.0 and rep.extra["served_steps"] == {}
+    ratios = rep.extra["mag_ratios"]["cond"]
+    assert len(ratios) == STEPS and ratios[0] == 1.0 and all(r > 0 for r in ratios)
+    # the measured ratios go straight back in; a huge threshold then serves every step it may
+    _, rep2 = run_method(random_pipe, generate, "magcache", mag_ratios=ratios, num_inference_steps=STEPS,
+                         retention_ratio=0.0, threshold=100.0, max_skip_steps=STEPS)
+    assert rep2.extra["served_steps"] == {"cond": [1, 2, 3]}
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({}, r"mag_ratios is missing .*calibrate=True"),
+    (dict(mag_ratios=[1.0, -0.5]), "positive finite"),
+    (dict(mag_ratios="1.0 0.9"), "list of numbers"),
+    (dict(mag_ratios=[1.0], calibrate=True), "not both"),
+    (dict(mag_ratios=[1.0], threshold=-1.0), r"threshold=-1.0 is out of range"),
+    (dict(mag_ratios=[1.0], num_inference_steps=2.5), "whole number"),
+    (dict(mag_ratios=[1.0], retention_ratio=1.5), "retention_ratio"),
+    (dict(calibrate="yes"), "true or false"),
+])
+def test_magcache_bad_settings_get_one_line(settings, match):
+    with pytest.raises(ValueError, match=match) as e:
+        make_method("magcache", **settings)
+    assert "\n" not in str(e.value)
+
+
+def test_magcache_refuses_a_run_of_another_step_count(random_pipe, generate, dense_frames):
+    pipe, _ = random_pipe
+    h = make_method("magcache", mag_ratios=(1.0, 1.0), num_inference_steps=2).apply(pipe.transformer)
+    try:
+        with pytest.raises(ValueError, match=r"runs 4 steps but num_inference_steps=2; set num_inference_steps=4") as e:
+            generate()  # Wan's pipeline passes its step count to the cache context
+        assert "\n" not in str(e.value)
+    finally:
+        h.remove()
+    np.testing.assert_array_equal(generate(), dense_frames)
+
+
+def test_magcache_refuses_a_block_class_diffusers_does_not_know():
+    from diffusers.models.transformers.transformer_wan import WanTransformerBlock
+
+    class CustomBlock(WanTransformerBlock):
+        pass
+
+    tr = _bare_wan()
+    tr.blocks[1].__class__ = CustomBlock  # a subclass: not in diffusers' TransformerBlockRegistry
+    with pytest.raises(ValueError, match=r"magcache: diffusers' MagCache does not support CustomBlock \(blocks.1\)"):
+        make_method("magcache", mag_ratios=(1.0,)).apply(tr)
+    assert not tr.is_cache_enabled and not hasattr(tr, "_diffusers_hook")
+
+
 def _bare_wan():
     from diffusers import WanTransformer3DModel
 
@@ -198,10 +264,14 @@ def test_cambricon_d_low_bit_deltas_trade_quality_for_savings(random_pipe, gener
     assert rep2.saved_fraction("self_qk") == 0.0  # attention stays dense by construction
 
 
+#: settings a method cannot do without (MagCache: the model's magnitude ratios, one per step)
+REQUIRED = {"magcache": dict(mag_ratios=(1.0,) * STEPS, num_inference_steps=STEPS)}
+
+
 @pytest.mark.parametrize("name", sorted(set(METHODS) - {"kaleido", "stack"}))  # stack: tests/baselines/test_stack.py
 def test_remove_restores_the_dense_model_bit_for_bit(random_pipe, generate, dense_frames, name):
     pipe, _ = random_pipe
-    h = make_method(name).apply(pipe.transformer)
+    h = make_method(name, **REQUIRED.get(name, {})).apply(pipe.transformer)
     generate()
     h.remove()
     np.testing.assert_array_equal(generate(), dense_frames)

@@ -10,8 +10,12 @@ from kaleido.baselines import METHODS
 from kaleido.integrations import KaleidoConfig
 
 
+#: settings a baseline cannot do without (MagCache: the model's magnitude ratios; a list, kept as a tuple)
+REQUIRED = {"magcache": dict(mag_ratios=[1.0, 1.02, 0.97], num_inference_steps=3)}
+
+
 def _baseline_configs():
-    return {n: m.Settings() for n, m in METHODS.items() if n not in ("kaleido", "stack")}
+    return {n: m.Settings(**REQUIRED.get(n, {})) for n, m in METHODS.items() if n not in ("kaleido", "stack")}
 
 
 @pytest.mark.parametrize("name", sorted(_baseline_configs()))
@@ -24,6 +28,18 @@ def test_every_baseline_config_round_trips(name, tmp_path):
     for suffix in (".json", ".yaml"):
         p = techniques.save_config(cfg, tmp_path / f"c{suffix}")
         assert dataclasses.asdict(techniques.load_config(p)) == dataclasses.asdict(cfg)
+
+
+def test_magcache_ratios_round_trip_as_numbers(tmp_path):
+    cfg = METHODS["magcache"].Settings(mag_ratios=[1, 1.25, 0.5], num_inference_steps=3, threshold=0.1)
+    assert cfg.mag_ratios == (1.0, 1.25, 0.5)  # a list in, a tuple of floats kept (hashable, frozen)
+    d = techniques.config_to_dict(cfg)
+    assert d == {"technique": "magcache", "threshold": 0.1, "max_skip_steps": 3, "retention_ratio": 0.2,
+                 "num_inference_steps": 3, "mag_ratios": [1.0, 1.25, 0.5], "calibrate": False}
+    for suffix in (".json", ".yaml"):
+        assert techniques.load_config(techniques.save_config(cfg, tmp_path / f"m{suffix}")) == cfg
+    calib = METHODS["magcache"].Settings(calibrate=True)
+    assert techniques.config_from_dict(techniques.config_to_dict(calib)) == calib
 
 
 def test_kaleido_config_and_stacks_round_trip(tmp_path):

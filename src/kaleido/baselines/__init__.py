@@ -15,14 +15,14 @@ from .exion import Exion
 from .kaleido_method import KaleidoMethod
 from .sparse_videogen import SparseVideoGen
 from .stack import Stack
-from .step_cache import FirstBlockCache, PyramidAttentionBroadcast, TaylorSeer
+from .step_cache import FirstBlockCache, MagCache, PyramidAttentionBroadcast, TaylorSeer
 from .tome import ToMe
 
 #: name -> Method class
 METHODS: dict[str, type[Method]] = {
     m.name: m
     for m in (SparseVideoGen, BlockTopK, ToMe, AdapTiV, PyramidAttentionBroadcast, FirstBlockCache, TaylorSeer,
-              Exion, CambriconD, KaleidoMethod, Stack)
+              MagCache, Exion, CambriconD, KaleidoMethod, Stack)
 }
 
 

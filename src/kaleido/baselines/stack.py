@@ -5,7 +5,7 @@
 technique in order to the same transformer and removes them in reverse.  What composes,
 and why the accounting does:
 
-* a step cache (PAB, FirstBlockCache, TaylorSeer) decides which block *units*
+* a step cache (PAB, FirstBlockCache, TaylorSeer, MagCache) decides which block *units*
   (self-attention, cross-attention, FFN) run on a call; a unit it serves from the cache
   never runs, so nothing inside it is computed or decided by the other technique;
 * the other technique (Kaleido, or any op-level baseline) decides how the units that
@@ -32,7 +32,7 @@ from typing import Any, Callable
 from .base import ESTIMATE, Method, MethodReport
 
 #: Methods that decide which block units run (diffusers' step caches).
-STEP_CACHES = frozenset({"pab", "fbcache", "taylorseer"})
+STEP_CACHES = frozenset({"pab", "fbcache", "taylorseer", "magcache"})
 
 
 @dataclass(frozen=True)

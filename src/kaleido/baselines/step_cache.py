@@ -1,4 +1,4 @@
-"""Step caching through diffusers' own hooks: Pyramid Attention Broadcast, FirstBlockCache, TaylorSeer.
+"""Step caching through diffusers' own hooks: Pyramid Attention Broadcast, FirstBlockCache, TaylorSeer, MagCache.
 
 Each method builds the diffusers config and calls ``transformer.enable_cache(config)``;
 ``remove()`` calls ``transformer.disable_cache()``.  Unlike diffusers, we match the modules
@@ -11,14 +11,30 @@ Savings are measured, not assumed: the handle counts which GEMMs really ran on e
 The caches' own state is reset at the start of every generation.
 
 Where diffusers' cache cannot serve a model, the method refuses in one line
-(``ValueError``): a transformer without diffusers' ``CacheMixin``; FirstBlockCache on a
-model whose blocks diffusers' block registry does not know, or whose block lists it does
-not look for; Pyramid Attention Broadcast on a pipeline that calls the transformer twice
-per step.  PAB keeps one iteration counter per attention module, shared by every call:
-with Wan's separate cond/uncond calls (``guidance_scale > 1``; HunyuanVideo's
+(``ValueError``): a transformer without diffusers' ``CacheMixin``; FirstBlockCache and
+MagCache on a model whose blocks diffusers' block registry does not know, or whose block
+lists it does not look for; Pyramid Attention Broadcast on a pipeline that calls the
+transformer twice per step.  PAB keeps one iteration counter per attention module, shared
+by every call: with Wan's separate cond/uncond calls (``guidance_scale > 1``; HunyuanVideo's
 ``true_cfg_scale > 1`` alike) it would hand the cond pass's cached attention to the uncond
 pass, so the second call of a step raises (use ``guidance_scale=1`` or another cache).
 CogVideoX batches cond and uncond into one call, so PAB serves it.
+
+MagCache (Ma et al., 2025) skips whole steps: every block of a step is served from the
+previous residual (last block's output minus first block's input) while the accumulated
+error of the model's per-step *magnitude ratios* (mean ratio of consecutive residuals'
+norms) stays within ``threshold``, for at most ``max_skip_steps`` steps in a row, after
+the first ``retention_ratio`` of the steps.  Diffusers keeps its state per cache context,
+so Wan's separate cond/uncond calls each get their own.  The ratios depend on the
+checkpoint (and scheduler), so there is no default: without ``mag_ratios`` the settings
+refuse in one line, pointing at ``calibrate=True`` - diffusers' calibration mode, which
+skips nothing and measures them; the handle reports them per context in
+``report().extra["mag_ratios"]`` (pass the ``"cond"`` list back as ``mag_ratios``;
+diffusers also prints them when the run ends).  Diffusers interpolates the ratios to
+``num_inference_steps`` (nearest step), so ratios measured at one step count serve
+another.  ``num_inference_steps`` must be the pipeline's: a call whose cache context
+says otherwise (Wan's does), or a step past it, raises.  ``report().extra["served_steps"]``
+lists, per context, the steps served from the cache.
 """
 
 from __future__ import annotations
@@ -129,7 +145,7 @@ class PyramidAttentionBroadcast(Method):
             if call.slot > 0:
                 raise ValueError(
                     "pab: this pipeline calls the transformer twice per step (cond/uncond); diffusers' PAB "
-                    "shares one cache between both calls. Run with guidance_scale=1 or use fbcache/taylorseer"
+                    "shares one cache between both calls. Run with guidance_scale=1 or use fbcache/taylorseer/magcache"
                 )
 
         handle.call_checks.append(refuse_two_calls_per_step)
@@ -149,26 +165,35 @@ class FirstBlockCache(Method):
 
     def _install(self, handle: MethodHandle) -> None:
         from diffusers import FirstBlockCacheConfig
-        from diffusers.hooks._common import _ALL_TRANSFORMER_BLOCK_IDENTIFIERS
-        from diffusers.hooks._helpers import TransformerBlockRegistry
 
         _check_cache_support(handle)
-        tr, adapter = handle.transformer, handle.adapter
-        blocks = adapter.blocks(tr)
+        blocks = handle.adapter.blocks(handle.transformer)
         if len(blocks) < 2:
             raise ValueError(f"fbcache needs a transformer with >= 2 blocks, this one has {len(blocks)}")
-        unseen = [a for a in adapter.block_lists if a not in _ALL_TRANSFORMER_BLOCK_IDENTIFIERS]
-        if unseen:
-            raise ValueError(f"fbcache: diffusers' FirstBlockCache looks for blocks in "
-                             f"{sorted(_ALL_TRANSFORMER_BLOCK_IDENTIFIERS)}, but {type(tr).__name__} keeps them in {unseen}")
-        for name, _, block in blocks:
-            try:
-                TransformerBlockRegistry.get(type(block))
-            except ValueError:
-                raise ValueError(f"fbcache: diffusers' FirstBlockCache does not support {type(block).__name__} "
-                                 f"({name}): its block class is not in diffusers' TransformerBlockRegistry") from None
-        handle.extra["matched"] = [name for name, _, _ in blocks]
+        handle.extra["matched"] = _check_block_hooks(handle, "FirstBlockCache")
         _enable(handle, FirstBlockCacheConfig(threshold=self.settings.threshold))
+
+
+def _check_block_hooks(handle: MethodHandle, cache: str) -> list[str]:
+    """The names of the model's blocks, refused in one line unless diffusers' block caches (FirstBlockCache,
+    MagCache) can hook every one: they look for blocks in the block lists diffusers names, and handle only
+    block classes its ``TransformerBlockRegistry`` knows (how to find and return hidden states)."""
+    from diffusers.hooks._common import _ALL_TRANSFORMER_BLOCK_IDENTIFIERS
+    from diffusers.hooks._helpers import TransformerBlockRegistry
+
+    tr, adapter, method = handle.transformer, handle.adapter, handle.method.name
+    unseen = [a for a in adapter.block_lists if a not in _ALL_TRANSFORMER_BLOCK_IDENTIFIERS]
+    if unseen:
+        raise ValueError(f"{method}: diffusers' {cache} looks for blocks in "
+                         f"{sorted(_ALL_TRANSFORMER_BLOCK_IDENTIFIERS)}, but {type(tr).__name__} keeps them in {unseen}")
+    blocks = adapter.blocks(tr)
+    for name, _, block in blocks:
+        try:
+            TransformerBlockRegistry.get(type(block))
+        except ValueError:
+            raise ValueError(f"{method}: diffusers' {cache} does not support {type(block).__name__} "
+                             f"({name}): its block class is not in diffusers' TransformerBlockRegistry") from None
+    return [name for name, _, _ in blocks]
 
 
 @dataclass(frozen=True)
@@ -227,3 +252,110 @@ class TaylorSeer(Method):
             cache_identifiers=list(identifiers),
         )
         _enable(handle, cfg)
+
+
+@dataclass(frozen=True)
+class MagCacheSettings:
+    threshold: float = 0.06  # accumulated magnitude-ratio error up to which a step's blocks are served from the cache
+    max_skip_steps: int = 3  # at most this many consecutive steps served from the cache (0: never skip)
+    retention_ratio: float = 0.2  # the first round(retention_ratio * num_inference_steps) steps always compute
+    num_inference_steps: int = 28  # the pipeline's number of steps (diffusers schedules retention and ratios by it)
+    #: the model's magnitude ratio per step, as calibrate=True measures them (interpolated to num_inference_steps)
+    mag_ratios: tuple | None = None
+    calibrate: bool = False  # measure mag_ratios (report().extra["mag_ratios"]) instead; skips nothing
+
+    def __post_init__(self) -> None:
+        check_range("magcache", "threshold", self.threshold, 0.0, 100.0)
+        check_range("magcache", "retention_ratio", self.retention_ratio, 0.0, 1.0)
+        for name, lo in (("max_skip_steps", 0), ("num_inference_steps", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"magcache: {name}={value!r} must be a whole number")
+            check_range("magcache", name, value, lo, 10_000)
+        if not isinstance(self.calibrate, bool):
+            raise ValueError(f"magcache: calibrate={self.calibrate!r} must be true or false")
+        if self.mag_ratios is None:
+            if not self.calibrate:
+                raise ValueError("magcache: mag_ratios is missing (MagCache needs the model's magnitude ratio per step, "
+                                 "which depends on the checkpoint); run once with calibrate=True and pass its "
+                                 "report().extra['mag_ratios']['cond'] as mag_ratios")
+            return
+        if self.calibrate:
+            raise ValueError("magcache: calibrate=True measures mag_ratios and would ignore the ones given; "
+                             "pass mag_ratios or calibrate=True, not both")
+        ratios = self.mag_ratios
+        if isinstance(ratios, (str, bytes)) or not hasattr(ratios, "__iter__"):
+            raise ValueError(f"magcache: mag_ratios={ratios!r} must be a list of numbers, one per step")
+        ratios = tuple(ratios)
+        bad = [r for r in ratios if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < float("inf")]
+        if not ratios or bad:
+            raise ValueError(f"magcache: mag_ratios must be positive finite numbers, one per step; got {bad or 'none'}")
+        object.__setattr__(self, "mag_ratios", tuple(float(r) for r in ratios))
+
+
+class MagCache(Method):
+    name = "magcache"
+    Settings = MagCacheSettings
+
+    def _install(self, handle: MethodHandle) -> None:
+        import torch
+        from diffusers import MagCacheConfig
+        from diffusers.hooks import HookRegistry
+        from diffusers.hooks._common import _ALL_TRANSFORMER_BLOCK_IDENTIFIERS
+        from diffusers.hooks.mag_cache import _MAG_CACHE_LEADER_BLOCK_HOOK
+
+        s = self.settings
+        _check_cache_support(handle)
+        tr = handle.transformer
+        names = _check_block_hooks(handle, "MagCache")
+        # diffusers' MagCache hooks every block of the transformer's block lists, in order: its first block
+        # decides, the last one keeps the residual; they must be the model's blocks, no more, no fewer
+        walked = [f"{n}.{i}" for n, m in tr.named_children()
+                  if n in _ALL_TRANSFORMER_BLOCK_IDENTIFIERS and isinstance(m, torch.nn.ModuleList) for i in range(len(m))]
+        if walked != names:
+            raise ValueError(f"magcache: diffusers' MagCache would hook {walked}, but the blocks of "
+                             f"{type(tr).__name__} are {names}")
+        handle.extra["matched"] = names
+        _enable(handle, MagCacheConfig(
+            threshold=float(s.threshold), max_skip_steps=s.max_skip_steps, retention_ratio=float(s.retention_ratio),
+            num_inference_steps=s.num_inference_steps, mag_ratios=None if s.mag_ratios is None else list(s.mag_ratios),
+            calibrate=s.calibrate))
+
+        def check_steps(call) -> None:
+            n = s.num_inference_steps
+            if call.num_steps is not None and call.num_steps != n:
+                raise ValueError(f"magcache: the pipeline runs {call.num_steps} steps but num_inference_steps={n}; "
+                                 f"set num_inference_steps={call.num_steps} (MagCache schedules its ratios by it)")
+            if call.step >= n:
+                raise ValueError(f"magcache: the pipeline runs more than num_inference_steps={n} steps; set "
+                                 "num_inference_steps to its number of steps (MagCache schedules its ratios by it)")
+
+        handle.call_checks.append(check_steps)
+
+        # what the cache did in the generation, per context: the steps it served, the ratios it measured
+        head, tail = tr.get_submodule(names[0]), tr.get_submodule(names[-1])
+        manager = HookRegistry.check_if_exists_or_initialize(head).get_hook(_MAG_CACHE_LEADER_BLOCK_HOOK).state_manager
+        served: dict[str, list[int]] = {}
+        measured: dict[str, list[float]] = {}
+
+        def after_head(module, args, output) -> None:
+            if handle.call is not None and not manager.get_state().should_compute:
+                served.setdefault(manager.context.name, []).append(handle.call.step)
+
+        def before_tail(module, args) -> None:
+            # the list the tail's hook appends this generation's ratios to (it starts a new one when done);
+            # one state manager serves every block, its context set by the first block's hook
+            try:
+                name = manager.context.name
+            except ValueError:  # no context yet (a single-block model's first bare call)
+                return
+            measured[name] = manager.get_state().calibration_ratios
+
+        handle.add_undo(head.register_forward_hook(after_head).remove)
+        handle.on_new_generation(served.clear)
+        handle.register_report_extra("magcache", lambda: {"served_steps": {k: list(v) for k, v in served.items()}})
+        if s.calibrate:
+            handle.add_undo(tail.register_forward_pre_hook(before_tail).remove)
+            handle.on_new_generation(measured.clear)
+            handle.register_report_extra("magcache calibration", lambda: {
+                "mag_ratios": {k: [float(r) for r in v] for k, v in measured.items()}})
