@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from method_tester import FAMILIES, SETTINGS, MethodTesterMixin
+from method_tester import FAMILIES, SETTINGS, STEPS, MethodTesterMixin
 
 from kaleido.baselines import METHODS, make_method
 
@@ -47,3 +47,25 @@ def test_the_docs_table_says_what_the_tester_checks():
         assert len(cells) == len(FAMILIES), name
         for fam, cell in zip(FAMILIES.values(), cells):
             assert cell.startswith("refused") == (name in fam.refused), (name, fam.name, cell)
+
+
+def test_pab_refuses_hunyuan_video_with_true_cfg():
+    """HunyuanVideo's true classifier-free guidance (``true_cfg_scale > 1`` with a negative prompt) calls the
+    transformer twice per step, under the contexts "cond" and "uncond": PAB would share its cache between them.
+    (The tester's family runs HunyuanVideo's embedded guidance: one call per step, which PAB serves.)"""
+    pipe, call = FAMILIES["hunyuan_video"].build()
+    pipe.set_progress_bar_config(disable=True)
+    g = torch.Generator().manual_seed(7)
+    call = dict(call, true_cfg_scale=2.0, negative_prompt_embeds=torch.randn(1, 6, 16, generator=g),
+                negative_pooled_prompt_embeds=torch.randn(1, 8, generator=g),
+                negative_prompt_attention_mask=call["prompt_attention_mask"])
+    slots = []
+    h = make_method("pab", **SETTINGS["pab"]).apply(pipe.transformer)
+    h.observe("call planned", "test", lambda gemms: slots.append((h.call.context, h.call.slot)))
+    try:
+        with pytest.raises(ValueError, match="calls the transformer twice per step") as e, torch.no_grad():
+            pipe(num_inference_steps=STEPS, output_type="latent", generator=torch.Generator().manual_seed(0), **call)
+    finally:
+        h.remove()
+    assert "\n" not in str(e.value)
+    assert slots == [("cond", 0), ("uncond", 1)]  # refused at the first step's second call
