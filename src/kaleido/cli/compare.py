@@ -12,8 +12,8 @@ import click
 @click.option("--pipeline", default="tiny", show_default=True,
               help="'tiny' (the shipped miniature Wan), 'random-wan' (tiny random, for tests) or a WanPipeline folder.")
 @click.option("--methods", default=None, help="Comma-separated methods (default: all with a grid). "
-              "Known: kaleido, sparse_videogen, block_topk, tome, adaptiv, pab, fbcache, taylorseer, exion, cambricon_d, "
-              "stack (a step cache + Kaleido).")
+              "Known: kaleido, sparse_videogen, block_topk, tome, adaptiv, pab, fbcache, taylorseer, magcache, exion, "
+              "cambricon_d, stack (a step cache + Kaleido).")
 @click.option("--prompts", "n_prompts", type=int, default=2, show_default=True, help="Number of default prompts.")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--steps", type=int, default=None, help="Denoising steps (default: the pipeline's).")

@@ -273,7 +273,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 _COLORS = {"kaleido": "#d62728", "sparse_videogen": "#1f77b4", "block_topk": "#17becf", "tome": "#2ca02c",
            "adaptiv": "#98df8a", "pab": "#9467bd", "fbcache": "#c5b0d5", "taylorseer": "#8c564b",
-           "exion": "#ff7f0e", "cambricon_d": "#7f7f7f", "stack": "#e377c2"}
+           "magcache": "#c49c94", "exion": "#ff7f0e", "cambricon_d": "#7f7f7f", "stack": "#e377c2"}
 
 
 def plot_series(a: SettingAggregate) -> str:

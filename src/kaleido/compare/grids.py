@@ -31,8 +31,46 @@ def _packaged_config_setting(name: str) -> list[dict]:
     return [dict(config=KaleidoConfig.load(name).to_dict(), label=name)]
 
 
-def method_grid(pipeline: str) -> dict[str, list[dict]]:
-    """Settings per method for ``pipeline`` (``random-wan`` has 80 tokens, ``tiny`` 1280).
+#: MagCache's magnitude ratios per step (the "cond" context), measured on each pipeline by
+#: ``benchmarks/calibrate_magcache.py`` (first default prompt, seed 0, the pipeline's own steps and guidance);
+#: a pipeline without ratios here gets no MagCache points (its ratios depend on the checkpoint)
+MAG_RATIOS: dict[str, tuple[float, ...]] = {
+    "random-wan": (1.0, 0.98703, 0.9921, 1.01105),
+    "tiny": (1.0, 1.0525, 1.03211, 1.02498, 1.01766, 1.01437, 1.00702, 1.03094, 1.00635, 1.00993, 0.99798, 1.01992,
+             0.99932, 1.02323, 0.9904, 1.00897, 1.01318, 1.01367, 1.02055, 1.02348, 1.00166, 1.00444, 1.02368, 0.95969,
+             0.90168),
+}
+
+
+def default_steps(pipeline: str) -> int | None:
+    """The number of steps a sweep of ``pipeline`` runs without ``--steps`` (``None``: the pipeline's own)."""
+    if pipeline == "random-wan":
+        from .pipelines import RANDOM_WAN_SETTINGS
+
+        return RANDOM_WAN_SETTINGS.num_inference_steps
+    from kaleido.tiny.pipeline import demo_settings
+
+    return demo_settings(pipeline).num_inference_steps
+
+
+def _magcache_grid(pipeline: str, steps: int | None) -> dict[str, list[dict]]:
+    """MagCache's points on ``pipeline`` (none without calibrated ratios or a step count): the two that bracket
+    the comparison's 30 dB on the miniature model (2 held-out prompts, seed 0: threshold 0.24, 8 steps in a row,
+    the first 20% computed: 68% of the transformer at 35.2 / 33.4 dB; 0.5, 12, 10%: 80% at 30.3 / 27.9 dB;
+    diffusers' defaults 0.06, 3, 20%: 56% at 40.0 dB; a looser threshold alone is capped by the steps in a row)."""
+    ratios = MAG_RATIOS.get(pipeline)
+    if not ratios:
+        return {}
+    steps = steps if steps is not None else default_steps(pipeline)
+    if steps is None:
+        return {}
+    return {"magcache": [dict(threshold=t, max_skip_steps=k, retention_ratio=r, num_inference_steps=int(steps),
+                              mag_ratios=list(ratios)) for t, k, r in ((0.24, 8, 0.2), (0.5, 12, 0.1))]}
+
+
+def method_grid(pipeline: str, steps: int | None = None) -> dict[str, list[dict]]:
+    """Settings per method for ``pipeline`` (``random-wan`` has 80 tokens, ``tiny`` 1280) run with ``steps``
+    denoising steps (``None``: the pipeline's default; MagCache's settings name the run's step count).
 
     The comparison runs 8 prompts x 2 seeds of every setting and ranks methods at >= 30 dB, so each
     baseline keeps its setting nearest that level on the miniature model (earlier 4-prompt runs:
@@ -62,6 +100,7 @@ def method_grid(pipeline: str) -> dict[str, list[dict]]:
         "pab": [dict(self_skip_range=2, cross_skip_range=4)],
         "fbcache": [dict(threshold=0.1)],
         "taylorseer": [dict(cache_interval=3)],
+        **_magcache_grid(pipeline, steps),
         "exion": [dict(attn_density=0.5, ffn_tau=0.05)],
         "cambricon_d": [dict(delta_bits=4)],
         # a step cache stacked with Kaleido (kaleido.baselines.stack): TaylorSeer decides which units run,
@@ -76,7 +115,7 @@ def method_grid(pipeline: str) -> dict[str, list[dict]]:
 def build_points(pipeline: str, methods: list[str] | None = None, n_prompts: int = 2, seeds: tuple[int, ...] = (0,),
                  call: dict | None = None, grid: dict[str, list[dict]] | None = None) -> list[SweepPoint]:
     """Every (method, settings, prompt, seed) point, dense references first."""
-    grid = grid if grid is not None else method_grid(pipeline)
+    grid = grid if grid is not None else method_grid(pipeline, (call or {}).get("num_inference_steps"))
     if methods is None:
         methods = list(grid)
     unknown = [m for m in methods if m not in grid]

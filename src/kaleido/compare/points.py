@@ -69,4 +69,11 @@ def settings_label(method: str, settings: dict) -> str:
         label = settings.get("label") or hashlib.sha256(
             json.dumps(settings["config"], sort_keys=True, default=_jsonable).encode()).hexdigest()[:8]
         return f"{method} config={label}"
-    return method + " " + " ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+    return method + " " + " ".join(f"{k}={_short(v)}" for k, v in sorted(settings.items()))
+
+
+def _short(value) -> str:
+    """A setting's value in a label; a long list (MagCache's ratios per step) as its length."""
+    if isinstance(value, (list, tuple)) and len(value) > 4:
+        return f"<{len(value)} values>"
+    return str(value)
