@@ -172,6 +172,30 @@ def test_magcache_refuses_a_run_of_another_step_count(random_pipe, generate, den
     np.testing.assert_array_equal(generate(), dense_frames)
 
 
+def test_magcache_report_refuses_a_shorter_run_where_the_pipeline_does_not_say_its_step_count():
+    # HunyuanVideo's pipeline sets cache contexts without the step count: 2 steps of a 3-step schedule run
+    # unnoticed, and the report (what every harness reads) says so in one line
+    from kaleido.integrations import testing as T
+
+    pipe = T.tiny_random_hunyuan_video_pipeline(0)
+    pipe.set_progress_bar_config(disable=True)
+    h = make_method("magcache", mag_ratios=(1.0, 1.0, 1.0), num_inference_steps=3).apply(pipe.transformer)
+    try:
+        with torch.no_grad():
+            pipe(num_inference_steps=2, output_type="latent", generator=torch.Generator().manual_seed(0),
+                 **T.hunyuan_call_kwargs())
+        with pytest.raises(ValueError, match=r"the generation ran 2 steps but num_inference_steps=3; "
+                                             r"set num_inference_steps=2") as e:
+            h.report()
+        assert "\n" not in str(e.value)
+        with torch.no_grad():  # a run of the full count starts afresh and reports
+            pipe(num_inference_steps=3, output_type="latent", generator=torch.Generator().manual_seed(0),
+                 **T.hunyuan_call_kwargs())
+        assert "served_steps" in h.report().extra
+    finally:
+        h.remove()
+
+
 def test_magcache_refuses_a_block_class_diffusers_does_not_know():
     from diffusers.models.transformers.transformer_wan import WanTransformerBlock
 

@@ -33,7 +33,9 @@ skips nothing and measures them; the handle reports them per context in
 diffusers also prints them when the run ends).  Diffusers interpolates the ratios to
 ``num_inference_steps`` (nearest step), so ratios measured at one step count serve
 another.  ``num_inference_steps`` must be the pipeline's: a call whose cache context
-says otherwise (Wan's does), or a step past it, raises.  ``report().extra["served_steps"]``
+says otherwise (Wan's does), or a step past it, raises; so does ``report()`` after a
+generation of fewer steps (the only way to see it where the pipeline does not pass its step
+count, as HunyuanVideo's and CogVideoX's do not).  ``report().extra["served_steps"]``
 lists, per context, the steps served from the cache.
 """
 
@@ -321,6 +323,11 @@ class MagCache(Method):
             num_inference_steps=s.num_inference_steps, mag_ratios=None if s.mag_ratios is None else list(s.mag_ratios),
             calibrate=s.calibrate))
 
+        # the steps of the last generation: a pipeline that does not pass its step count to the cache context
+        # (HunyuanVideo's, CogVideoX's) is caught running more steps at the first step past the count, fewer
+        # when the report is read (a new generation starts afresh: diffusers' state is reset)
+        ran = {"steps": 0}
+
         def check_steps(call) -> None:
             n = s.num_inference_steps
             if call.num_steps is not None and call.num_steps != n:
@@ -329,8 +336,16 @@ class MagCache(Method):
             if call.step >= n:
                 raise ValueError(f"magcache: the pipeline runs more than num_inference_steps={n} steps; set "
                                  "num_inference_steps to its number of steps (MagCache schedules its ratios by it)")
+            ran["steps"] = max(ran["steps"], call.step + 1)
+
+        def check_complete() -> None:
+            n, k = s.num_inference_steps, ran["steps"]
+            if 0 < k < n:
+                raise ValueError(f"magcache: the generation ran {k} steps but num_inference_steps={n}; set "
+                                 f"num_inference_steps={k} (MagCache schedules its ratios by it)")
 
         handle.call_checks.append(check_steps)
+        handle.on_new_generation(lambda: ran.update(steps=0))
 
         # what the cache did in the generation, per context: the steps it served, the ratios it measured
         head, tail = tr.get_submodule(names[0]), tr.get_submodule(names[-1])
@@ -353,7 +368,11 @@ class MagCache(Method):
 
         handle.add_undo(head.register_forward_hook(after_head).remove)
         handle.on_new_generation(served.clear)
-        handle.register_report_extra("magcache", lambda: {"served_steps": {k: list(v) for k, v in served.items()}})
+        def served_report() -> dict:
+            check_complete()
+            return {"served_steps": {k: list(v) for k, v in served.items()}}
+
+        handle.register_report_extra("magcache", served_report)
         if s.calibrate:
             handle.add_undo(tail.register_forward_pre_hook(before_tail).remove)
             handle.on_new_generation(measured.clear)
