@@ -88,29 +88,21 @@ def calibrate_axes_on_prompts(pipe, prompts: Sequence[str], seed: int, settings,
 
 
 def measure_rows(rows: Sequence[dict]) -> Measure:
-    """:class:`Measure` of ``kaleido compare`` rows of one setting (error rows refused: they measured nothing)."""
-    import numpy as np
-
-    from kaleido.compare.analysis import capped_psnr
-    from kaleido.ops import SWITCH_OF
+    """:class:`Measure` of ``kaleido compare`` rows of one setting (error rows refused: they measured nothing);
+    the means are :func:`kaleido.compare.analysis.aggregate`'s."""
+    from kaleido.compare.analysis import aggregate
 
     bad = [r for r in rows if r.get("error")]
     if bad:
         raise ValueError(f"a calibration candidate failed on prompt {bad[0].get('prompt')!r}: {bad[0]['error']}")
     if not rows:
         raise ValueError("no rows to measure")
-    psnr = [capped_psnr(r["quality"]["psnr"]) for r in rows]
-    kinds = sorted({k for r in rows for k in r["report"]["saved_fraction"]})
-    saved = {k: float(np.mean([r["report"]["saved_fraction"].get(k, 0.0) for r in rows])) for k in kinds}
-    saved["whole_transformer"] = float(np.mean([r["report"]["total_saved_fraction"] for r in rows]))
-    reusable = []
-    for r in rows:
-        oc = [v for k, v in r["report"]["op_counts"].items() if k in SWITCH_OF]
-        dense = sum(v["dense_macs"] for v in oc)
-        reusable.append(1.0 - sum(v["equiv8_macs"] for v in oc) / dense if dense else 0.0)
-    saved["reusable_ops"] = float(np.mean(reusable))
-    return Measure(len(rows), float(np.mean(psnr)), float(np.min(psnr)),
-                   float(np.mean([r["quality"]["ssim"] for r in rows])), saved)
+    aggs = aggregate(list(rows))
+    if len(aggs) != 1:
+        raise ValueError(f"measure_rows takes the rows of one setting, got {len(aggs)} settings")
+    (a,) = aggs
+    saved = dict(a.saved_by_kind, whole_transformer=a.total_saved, reusable_ops=a.reusable_saved)
+    return Measure(a.n, a.psnr, a.psnr_min, a.ssim, saved)
 
 
 @dataclass

@@ -18,17 +18,12 @@ shortfall, never hidden.  Both runs are :mod:`kaleido.calibration`'s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
 
 from kaleido.cli._pipeline import generation_options, parse_seeds
-
-
-def _nothing():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def _builtin_count(value: str | None) -> int | None:
@@ -199,7 +194,7 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
     click.echo(f"target: {target.describe()}" + (f" (searched for {search_target.describe()})" if margin else "")
                + f"; {len(calib)} calibration and {len(heldout)} held-out prompts x seeds {seed_list}")
     try:
-        with evaluator or _nothing():
+        with evaluator or contextlib.nullcontext():
             run = calibrate_to_target_on_prompts(pipe, base, target, calib, heldout, seed_list, settings, margin=margin,
                                                  budget=budget, bisect_steps=bisect_steps, meta={"model": model},
                                                  log=click.echo, evaluator=evaluator)

@@ -20,6 +20,7 @@ import numpy as np
 
 from kaleido.atomic import write_atomic
 from kaleido.metrics import bootstrap_interval
+from kaleido.ops import SWITCH_OF
 
 from .points import DENSE, settings_label
 
@@ -113,6 +114,8 @@ class SettingAggregate:
     ssim_ci95: tuple[float, float] = (float("nan"), float("nan"))
     total_saved_ci95: tuple[float, float] = (float("nan"), float("nan"))
     prompts: int = 0
+    #: mean saving over the op kinds Kaleido can reuse (``kaleido.ops.SWITCH_OF``): what calibration targets
+    reusable_saved: float = 0.0
 
     @property
     def label(self) -> str:
@@ -150,6 +153,11 @@ def aggregate(rows: list[dict]) -> list[SettingAggregate]:
             oc = r["report"]["op_counts"]
             dense = oc["self_qk"]["dense_macs"]
             net.append(1.0 - (oc["self_qk"]["equiv8_macs"] + r["report"]["estimate_macs"]) / dense if dense else 0.0)
+        reusable = []
+        for r in rs:
+            oc = [v for k, v in r["report"]["op_counts"].items() if k in SWITCH_OF]
+            dense = sum(v["dense_macs"] for v in oc)
+            reusable.append(1.0 - sum(v["equiv8_macs"] for v in oc) / dense if dense else 0.0)
         first = sorted(rs, key=lambda r: (r["prompt"], r["seed"]))[0]
         out.append(SettingAggregate(
             rs[0]["method"], rs[0]["point"]["settings"], len(rs), float(np.mean(psnr)),
@@ -159,7 +167,7 @@ def aggregate(rows: list[dict]) -> list[SettingAggregate]:
             first.get("thumbs"), first["prompt"],
             psnr_ci95=_prompt_interval(rs, psnr), ssim_ci95=_prompt_interval(rs, [r["quality"]["ssim"] for r in rs]),
             total_saved_ci95=_prompt_interval(rs, [r["report"]["total_saved_fraction"] for r in rs]),
-            prompts=len({r["prompt"] for r in rs}),
+            prompts=len({r["prompt"] for r in rs}), reusable_saved=float(np.mean(reusable)),
         ))
     return sorted(out, key=lambda a: (a.method, a.self_qk_saved, a.total_saved))
 
