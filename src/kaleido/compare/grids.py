@@ -81,6 +81,9 @@ def method_grid(pipeline: str, steps: int | None = None) -> dict[str, list[dict]
     calibrated = [] if small else _packaged_config_setting("tiny-default")
     ts = dict(technique="taylorseer", cache_interval=3)
     qk_only = dict(cross_qk=False, proj=False, ffn=False)
+    mag = _magcache_grid(pipeline, steps)
+    # MagCache's setting nearest 30 dB (its first point) as a stack's step cache, where the pipeline has ratios
+    mag_stack = [dict(technique="magcache", **mag["magcache"][0])] if mag else []
     return {
         # theta2 <= 2**(low_bits-1) keeps PARTIAL reuse exact (SPEC §3); larger thresholds need more low bits;
         # the miniature model's q is noisy in int8 units (L-inf over whole RoPE groups), so the comparison
@@ -100,15 +103,17 @@ def method_grid(pipeline: str, steps: int | None = None) -> dict[str, list[dict]
         "pab": [dict(self_skip_range=2, cross_skip_range=4)],
         "fbcache": [dict(threshold=0.1)],
         "taylorseer": [dict(cache_interval=3)],
-        **_magcache_grid(pipeline, steps),
+        **mag,
         "exion": [dict(attn_density=0.5, ffn_tau=0.05)],
         "cambricon_d": [dict(delta_bits=4)],
-        # a step cache stacked with Kaleido (kaleido.baselines.stack): TaylorSeer decides which units run,
-        # Kaleido reuses inside the units that do - on self-attention q.k^T only, on every op, and the
-        # calibrated default
+        # a step cache stacked with Kaleido (kaleido.baselines.stack): TaylorSeer or MagCache decides which
+        # units run, Kaleido reuses inside the units that do - on self-attention q.k^T only, on every op, and
+        # the calibrated default
         "stack": [dict(techniques=[ts, dict(technique="kaleido", theta1=16, theta2=64, low_bits=7, **qk_only)])]
         + [dict(techniques=[ts, dict(technique="kaleido", theta1=8, theta2=8, low_bits=6)])]
-        + [dict(techniques=[ts, dict(technique="kaleido", **c)]) for c in calibrated],
+        + [dict(techniques=[ts, dict(technique="kaleido", **c)]) for c in calibrated]
+        + [dict(techniques=[m, dict(technique="kaleido", theta1=t1, theta2=t2, low_bits=lb, **qk_only)])
+           for m in mag_stack for t1, t2, lb in ((16, 64, 7), (8, 16, 6))],
     }
 
 
