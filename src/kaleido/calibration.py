@@ -224,14 +224,15 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
                                    heldout_prompts: Sequence[str], seeds: Sequence[int], settings, margin: float = 0.0,
                                    budget: int = 16, bisect_steps: int = 3, meta: dict | None = None,
                                    log: Callable[[str], None] = lambda s: None,
-                                   evaluator: SweepEvaluator | None = None) -> TargetRun:
+                                   evaluator: SweepEvaluator | None = None, op_min_saving: float = 0.01) -> TargetRun:
     """Calibrate ``base`` for ``target`` (searched for ``target`` raised by ``margin``) on
     ``calibration_prompts`` x ``seeds``, then measure it on ``heldout_prompts`` x ``seeds``.
 
     ``settings``: a :class:`~kaleido.integrations.evaluation.GenerationSettings`; ``meta`` (e.g. the
     model's name) is recorded in the characterisation and the report; ``log`` receives one line per
     candidate; ``evaluator``: candidates and the held-out check run through it (``kaleido compare``'s
-    Dask path, resumable) instead of in this process. Raises ``ValueError`` for a target or margin out of range, or a pipeline that cannot run.
+    Dask path, resumable) instead of in this process; ``op_min_saving``: the search's last stage (see
+    :func:`~kaleido.integrations.calibrate_target.calibrate_to_target`). Raises ``ValueError`` for a target or margin out of range, or a pipeline that cannot run.
     """
     from kaleido.characterize import Characterization, characterize_runs
     from kaleido.characterize.suggest import layers_by_likeness, suggested_axes
@@ -252,7 +253,7 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
 
     layers = layers_by_likeness(ch, adapter_for(pipe.transformer).num_layers(pipe.transformer))
     res = calibrate_to_target(base, evaluate, search_target, suggested_axes(ch, base), layers, budget=budget,
-                              bisect_steps=bisect_steps, log=log)
+                              bisect_steps=bisect_steps, op_min_saving=op_min_saving, log=log)
 
     log(f"held-out: {len(heldout)} prompts x {len(seeds)} seeds")
     rows = [("calibrated", res.chosen.config), ("default", res.default.config)]

@@ -84,3 +84,39 @@ def test_an_unreachable_target_returns_the_closest_candidate_with_its_shortfall(
 def test_impossible_targets_are_refused(kind, value, match):
     with pytest.raises(ValueError, match=match):
         Target(kind, value)
+
+
+@pytest.mark.parametrize("op_min_saving", [0.0, 0.001, 0.05])
+def test_ops_stage_switches_off_only_ops_that_save_too_little(op_min_saving):
+    """The last stage turns an op other than q.k^T off when the target holds and the saving falls by less than
+    op_min_saving; in the synthetic model every op saves 0.75-2 points of the transformer (0.02 x theta1 / 32)."""
+    def free_ops(cfg: KaleidoConfig) -> Measure:  # the other ops cost no PSNR, so the family "all" is chosen
+        m = fake_evaluate(cfg)
+        other = sum(cfg.reuse_config(sw, 0).theta1 / 32 for sw in ("cross_qk", "proj", "ffn") if cfg.ops[sw].enabled)
+        return Measure(1, m.psnr_mean_db + 3 * other, m.psnr_min_db + 3 * other, 0.9, m.saved_fraction)
+
+    t = Target("psnr", 35.0, "whole_transformer")
+    res = calibrate_to_target(KaleidoConfig(), free_ops, t, {}, range(LAYERS), budget=30,
+                              op_min_saving=op_min_saving)
+    assert res.chosen.point.family == "all"
+    ops = [c for c in res.candidates if c.stage == "ops"]
+    off = res.chosen.point.off
+    assert res.met_on_calibration and "self_qk" not in off
+    if op_min_saving == 0.0:
+        assert not ops and off == ()
+        return
+    assert len(ops) == 3  # cross_qk, proj, ffn: each tried once
+    for sw in off:  # each op turned off is off in the chosen config, and it cost under op_min_saving
+        assert not res.chosen.config.ops[sw].enabled
+    kept = [c for c in ops if set(c.point.off) <= set(off)]
+    assert kept or not off
+    if op_min_saving == 0.05:  # every op saves less than 5 points: all three off
+        assert set(off) == {"cross_qk", "proj", "ffn"}
+    else:  # every op saves more than 0.1 points: all three kept
+        assert off == ()
+    assert res.to_dict()["search_trace"][-1]["point"]["off"] == list(ops[-1].point.off)
+
+
+def test_op_min_saving_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="op_min_saving=1.5"):
+        calibrate_to_target(KaleidoConfig(), fake_evaluate, Target("psnr", 35.0), {}, (), op_min_saving=1.5)

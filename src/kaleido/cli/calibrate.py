@@ -55,6 +55,9 @@ def _builtin_count(value: str | None) -> int | None:
 @click.option("--budget", type=click.IntRange(2, 200), default=16, show_default=True,
               help="Most candidate configs the search evaluates (each = one generation per calibration prompt/seed).")
 @click.option("--bisect-steps", type=click.IntRange(1, 10), default=3, show_default=True)
+@click.option("--op-min-saving", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.01, show_default=True,
+              help="Last search stage: an op (other than self-attention q.k^T) is switched off when the target "
+                   "still holds and that costs less than this fraction of the target's saving (0: keep every op).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="JSON report of the target search (default: calibration_target.json beside --out).")
 @click.option("--results-dir", "results_dir", type=click.Path(file_okay=False), default=None,
@@ -67,8 +70,8 @@ def _builtin_count(value: str | None) -> int | None:
 @generation_options
 @click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
 def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psnr, target_savings, savings_of, margin,
-              heldout_path, budget, bisect_steps, report_path, results_dir, workers, scheduler, steps, frames, height,
-              width, device, dtype, threads):
+              heldout_path, budget, bisect_steps, op_min_saving, report_path, results_dir, workers, scheduler, steps,
+              frames, height, width, device, dtype, threads):
     """Calibrate chunk-group reuse axes, or a whole config to --target-psnr / --target-savings."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.cli._prompts import prompt_warnings_shown
@@ -93,7 +96,7 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
     with prompt_warnings_shown():
         _calibrate_target(model, base, out_path, prompts_arg, seeds or str(seed), target_psnr, target_savings,
                           savings_of, margin, heldout_path, budget, bisect_steps, report_path, steps, frames, height,
-                          width, device, dtype, results_dir, workers, scheduler)
+                          width, device, dtype, results_dir, workers, scheduler, op_min_saving)
 
 
 def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype):
@@ -157,7 +160,7 @@ def _read_prompt_sets(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
 
 def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of, margin,
                       heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype,
-                      results_dir, workers, scheduler):
+                      results_dir, workers, scheduler, op_min_saving=0.01):
     from pathlib import Path
 
     from kaleido.calibration import SweepEvaluator, calibrate_to_target_on_prompts
@@ -197,7 +200,7 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
         with evaluator or contextlib.nullcontext():
             run = calibrate_to_target_on_prompts(pipe, base, target, calib, heldout, seed_list, settings, margin=margin,
                                                  budget=budget, bisect_steps=bisect_steps, meta={"model": model},
-                                                 log=click.echo, evaluator=evaluator)
+                                                 log=click.echo, evaluator=evaluator, op_min_saving=op_min_saving)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     report_file = run.save(out_path, report_path)

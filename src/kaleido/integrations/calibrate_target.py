@@ -18,6 +18,10 @@ candidate costs one Kaleido generation per calibration prompt and seed):
 6. ``layers`` (PSNR targets): greedily, per layer (most alike layers first: ``layer_order``), self-attention
    q.k^T at its widest FULL band (``theta1 = theta2 = 2**(low_bits-1)``); kept when the
    target still holds and the saving grows.
+7. ``ops``: each enabled op other than self-attention q.k^T, the least-saving first, switched off;
+   kept off when the target still holds and the saving falls by less than ``op_min_saving`` (an op
+   that saves less than that does not pay for its decision's time: on a CPU or GPU the float path's
+   decision is pure overhead, and on the accelerator a little area and energy).
 
 PSNR falls and savings grow with ``s`` (each op's FULL and PARTIAL bands only widen), so
 the feasible scales are an interval and bisection finds its end.  The chosen config is
@@ -34,6 +38,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+
+from kaleido.ops import SWITCH_OF
 
 from .config import OP_SWITCHES, KaleidoConfig
 
@@ -134,10 +140,12 @@ class SearchPoint:
     max_layers: tuple[int, ...] = ()
     axes: bool = True
     late_from: float | None = None  # from this fraction of the steps on, self-attn q.k^T at its widest band
+    off: tuple[str, ...] = ()  # op switches of the family turned off (the ``ops`` stage)
 
     def to_dict(self) -> dict:
         return {"scale": round(self.scale, 6), "family": self.family, "dense_steps": self.dense_steps,
-                "max_layers": list(self.max_layers), "axes": self.axes, "late_from": self.late_from}
+                "max_layers": list(self.max_layers), "axes": self.axes, "late_from": self.late_from,
+                "off": list(self.off)}
 
 
 @dataclass
@@ -188,7 +196,7 @@ def family_switches(base: KaleidoConfig, family: str) -> tuple[str, ...]:
 
 def build_config(base: KaleidoConfig, axes_layers: dict, point: SearchPoint) -> KaleidoConfig:
     """The KaleidoConfig of ``point`` on ``base`` (``axes_layers``: per-layer axes overrides)."""
-    on = family_switches(base, point.family)
+    on = tuple(sw for sw in family_switches(base, point.family) if sw not in point.off)
     ops = {}
     for sw, op in base.ops.items():
         if sw not in on:
@@ -274,7 +282,8 @@ class _Search:
         self._cache[key] = c
         self.candidates.append(c)
         self.log(f"[{len(self._cache):2d}] {stage:14s} s={point.scale:.3f} {point.family:7s} "
-                 f"warmup={point.dense_steps} late@max={point.late_from} layers@max={list(point.max_layers)}: "
+                 f"warmup={point.dense_steps} late@max={point.late_from} layers@max={list(point.max_layers)}"
+                 f"{' off=' + ','.join(point.off) if point.off else ''}: "
                  f"PSNR {m.psnr_mean_db:.2f} dB, "
                  f"q.k^T saved {m.saved('self_qk'):.1%}, transformer saved {m.saved('whole_transformer'):.1%}"
                  f"{'' if c.feasible else '  (misses target)'}")
@@ -327,6 +336,7 @@ def calibrate_to_target(
     budget: int = 16,
     bisect_steps: int = 3,
     late_fractions: Sequence[float] = (0.75, 0.5),
+    op_min_saving: float = 0.01,
     log: Callable[[str], None] = lambda s: None,
 ) -> TargetCalibration:
     """Search reuse axes, thresholds, warm-up and per-layer settings for ``target``.
@@ -337,8 +347,11 @@ def calibrate_to_target(
     :func:`kaleido.characterize.suggest.suggested_axes`); ``layer_order``: the self-attention layers the
     per-layer stage tries at their widest band, in this order (most alike first,
     :func:`kaleido.characterize.suggest.layers_by_likeness`; empty: no per-layer stage).
-    ``budget``: most candidate evaluations.
+    ``budget``: most candidate evaluations.  ``op_min_saving``: the ``ops`` stage turns an op off when that
+    costs less than this much of the target's saving (a fraction, e.g. 0.01 = 1 point; 0: no ``ops`` stage).
     """
+    if not 0.0 <= op_min_saving < 1.0:
+        raise ValueError(f"op_min_saving={op_min_saving}: give a fraction of the saving in [0, 1), e.g. 0.01")
     if budget < 2:
         raise ValueError(f"budget={budget}: the search needs at least 2 candidate evaluations")
     if bisect_steps < 1:
@@ -422,6 +435,20 @@ def calibrate_to_target(
             cur = S.better(cur, c)
     elif not psnr:
         S.notes.append("per-layer stage skipped: it is run for PSNR targets only")
+
+    # -- ops: switch off what saves too little for its decision's time --------------------------
+    if op_min_saving > 0 and cur.feasible:
+        def op_saving(sw: str) -> float:  # the mean saving of the op kinds a switch covers
+            kinds = [k for k, v in SWITCH_OF.items() if v == sw]
+            return sum(cur.measure.saved(k) for k in kinds) / max(1, len(kinds))
+
+        for sw in sorted((sw for sw in family_switches(base, cur.point.family) if sw != "self_qk"), key=op_saving):
+            if S.left <= 0:
+                break
+            c = S.run("ops", dataclasses.replace(cur.point, off=tuple(sorted((*cur.point.off, sw)))))
+            if c is not None and c.feasible and (cur.measure.saved(target.savings_of)
+                                                 - c.measure.saved(target.savings_of)) < op_min_saving:
+                cur = c
     if S.left <= 0:
         S.notes.append(f"the search used its whole budget of {budget} candidate evaluations")
     return TargetCalibration(target, cur, default, scaled_default, S.candidates, axes_layers if use_axes else {},
