@@ -160,7 +160,7 @@ def _read_prompt_sets(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
 
 def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of, margin,
                       heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype,
-                      results_dir, workers, scheduler, op_min_saving=0.01):
+                      results_dir, workers, scheduler, op_min_saving):
     from pathlib import Path
 
     from kaleido.calibration import SweepEvaluator, calibrate_to_target_on_prompts

@@ -148,16 +148,14 @@ def aggregate(rows: list[dict]) -> list[SettingAggregate]:
         psnr = [capped_psnr(r["quality"]["psnr"]) for r in rs]
         kinds = sorted({k for r in rs for k in r["report"]["saved_fraction"]})
         by_kind = {k: float(np.mean([r["report"]["saved_fraction"].get(k, 0.0) for r in rs])) for k in kinds}
-        net = []
+        net, reusable = [], []
         for r in rs:
             oc = r["report"]["op_counts"]
             dense = oc["self_qk"]["dense_macs"]
             net.append(1.0 - (oc["self_qk"]["equiv8_macs"] + r["report"]["estimate_macs"]) / dense if dense else 0.0)
-        reusable = []
-        for r in rs:
-            oc = [v for k, v in r["report"]["op_counts"].items() if k in SWITCH_OF]
-            dense = sum(v["dense_macs"] for v in oc)
-            reusable.append(1.0 - sum(v["equiv8_macs"] for v in oc) / dense if dense else 0.0)
+            ro = [v for k, v in oc.items() if k in SWITCH_OF]
+            dense = sum(v["dense_macs"] for v in ro)
+            reusable.append(1.0 - sum(v["equiv8_macs"] for v in ro) / dense if dense else 0.0)
         first = sorted(rs, key=lambda r: (r["prompt"], r["seed"]))[0]
         out.append(SettingAggregate(
             rs[0]["method"], rs[0]["point"]["settings"], len(rs), float(np.mean(psnr)),

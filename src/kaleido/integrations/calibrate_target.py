@@ -449,6 +449,8 @@ def calibrate_to_target(
             if c is not None and c.feasible and (cur.measure.saved(target.savings_of)
                                                  - c.measure.saved(target.savings_of)) < op_min_saving:
                 cur = c
+    elif op_min_saving > 0:
+        S.notes.append("ops stage skipped: no candidate met the target, so none can be made cheaper")
     if S.left <= 0:
         S.notes.append(f"the search used its whole budget of {budget} candidate evaluations")
     return TargetCalibration(target, cur, default, scaled_default, S.candidates, axes_layers if use_axes else {},
