@@ -198,11 +198,11 @@ def test_decide_effective_in_blocks_equals_in_one_go(grid, groups, cfg, seed):
     from .strategies import correlated_rows
 
     A = correlated_rows((2,), grid, groups.dim, seed)
-    whole = dec.decide_effective(A, grid, groups, cfg)
+    whole = dec.decide_effective(A, grid, groups, cfg, backend="torch")  # (the kernel does not block)
     saved = dec.BLOCK_ELEMENTS
     try:
         dec.BLOCK_ELEMENTS = 3  # blocks of one line index
-        blocked = dec.decide_effective(A, grid, groups, cfg)
+        blocked = dec.decide_effective(A, grid, groups, cfg, backend="torch")
     finally:
         dec.BLOCK_ELEMENTS = saved
     assert torch.equal(whole[0].modes, blocked[0].modes) and torch.equal(whole[1], blocked[1])

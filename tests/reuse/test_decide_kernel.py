@@ -1,0 +1,91 @@
+"""The compiled CPU decision kernel against the torch loop: the same modes and effective operand, bit for bit."""
+
+import dataclasses
+import importlib
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kaleido.reuse import ChannelGroups, ReuseConfig, TokenGrid, decide_effective, quantize
+from kaleido.reuse.quant import quant_scale
+
+from .naive import naive_decide
+from .strategies import channel_groups, configs, correlated_rows, grids
+
+dec = importlib.import_module("kaleido.reuse.decide")  # the module (kaleido.reuse.decide is the function)
+
+
+def _both(x, groups, cfg, grid, with_eff=True):
+    """``decide_grid`` on ``x`` ``(*lead, S, K)`` with each backend: ``{backend: (modes, eff)}``."""
+    out = {}
+    scale = quant_scale(x, groups, cfg.granularity) if x.is_floating_point() else torch.ones(())
+    for backend in ("torch", "kernel"):
+        modes = torch.zeros((*x.shape[:-2], grid.seq_len, len(groups)), dtype=torch.uint8)
+        eff = torch.full_like(x, 3) if with_eff else None
+        view = (lambda t: t[..., grid.grid_slice, :].unflatten(-2, grid.shape))  # noqa: E731
+        s = scale.unsqueeze(-2).unsqueeze(-2) if scale.dim() else scale.view((1,) * (x.dim() + 2))
+        dec.decide_grid(view(x), None if eff is None else view(eff), view(modes), s, groups, cfg, backend)
+        out[backend] = (modes, eff)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(grid=grids(max_side=5), groups=channel_groups(max_groups=4, max_size=6), cfg=configs(),
+       seed=st.integers(0, 10_000), dtype=st.sampled_from([torch.float32, torch.float64]),
+       gran=st.sampled_from(["group", "head", "tensor"]), strided=st.booleans(), step=st.sampled_from([0.3, 1.0, 3.0]))
+def test_kernel_equals_torch_loop(grid, groups, cfg, seed, dtype, gran, strided, step):
+    """Every mode and every effective value, for both metrics, any axes, strided (attention-like) views,
+    every quantisation granularity and float32 / float64 operands."""
+    cfg = dataclasses.replace(cfg, granularity=gran)
+    x = correlated_rows((2,), grid, groups.dim, seed, step=step).to(dtype)
+    if strided:  # (2, heads=2, S, K) viewed out of a (2, S, 2, K) tensor, as attention's q is
+        x = x.unsqueeze(1).expand(2, 2, *x.shape[1:]).transpose(1, 2).contiguous().transpose(1, 2)
+    out = _both(x, groups, cfg, grid)
+    assert torch.equal(out["torch"][0], out["kernel"][0])
+    assert torch.equal(out["torch"][1], out["kernel"][1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(grid=grids(), groups=channel_groups(), cfg=configs(), seed=st.integers(0, 10_000))
+def test_kernel_on_int8_operands_matches_the_reference(grid, groups, cfg, seed):
+    """The int8 path's decision (``decide``, unit scale) through the kernel = the token-by-token reference."""
+    x = correlated_rows((), grid, groups.dim, seed).round().clamp(-127, 127).to(torch.int8)
+    out = _both(x, groups, cfg, grid, with_eff=False)
+    ref, _ = naive_decide(x, grid, groups, cfg)
+    assert torch.equal(out["kernel"][0].long(), ref) and torch.equal(out["torch"][0], out["kernel"][0])
+
+
+def test_kernel_sees_a_real_difference():
+    """A sanity check that the comparison above can fail: the kernel's modes change with theta1."""
+    grid = TokenGrid(2, 4, 4)
+    groups = ChannelGroups.from_chunks(8, 4, "w")
+    x = correlated_rows((1,), grid, 8, seed=3, step=1.0)
+    lo = _both(x, groups, ReuseConfig(1, 4, low_bits=4), grid)["kernel"][0]
+    hi = _both(x, groups, ReuseConfig(4, 8, low_bits=4), grid)["kernel"][0]
+    assert not torch.equal(lo, hi) and int((hi == 2).sum()) > int((lo == 2).sum())
+
+
+def test_decide_effective_is_the_same_through_either_backend():
+    grid = TokenGrid(3, 5, 4, prefix=1, suffix=2)
+    groups = ChannelGroups((4, 3, 5), ("t", "h", "w"), ("a", "b", "c"))
+    A = correlated_rows((2, 3), grid, groups.dim, seed=11, step=0.5)
+    cfg = ReuseConfig(6, 12, low_bits=5)
+    (m1, e1), (m2, e2) = (decide_effective(A, grid, groups, cfg, backend=b) for b in ("torch", "kernel"))
+    assert torch.equal(m1.modes, m2.modes) and torch.equal(e1, e2) and int((m1.modes == 2).sum()) > 0
+    A_q, _ = quantize(A, groups)
+    ref, _ = naive_decide(A_q[1, 2], grid, groups, cfg)
+    assert torch.equal(m2.modes[1, 2].long(), ref)
+
+
+def test_backend_choice_refuses_in_one_line():
+    grid, groups = TokenGrid(2, 2, 2), ChannelGroups.from_chunks(4, 2, "t")
+    A = torch.randn(grid.seq_len, 4, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="kernel takes CPU"):
+        decide_effective(A, grid, groups, ReuseConfig(2, 4), backend="kernel")
+    with pytest.raises(ValueError, match="unknown decision backend 'numba'"):
+        decide_effective(A.float(), grid, groups, ReuseConfig(2, 4), backend="numba")
+    # bf16 takes the torch loop under "auto", with the same result as float32's where the values agree
+    m, eff = decide_effective(A, grid, groups, ReuseConfig(2, 4))
+    assert eff.dtype == torch.bfloat16 and m.modes.shape == (grid.seq_len, 2)
