@@ -148,6 +148,10 @@ def counts_on_device(modes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | 
         raise ValueError(f"expected a (B, H, S, G) mode tensor, got shape {tuple(modes.shape)}")
     H, G = modes.shape[1], modes.shape[-1]
     dev = modes.device
+    if dev.type == "cpu" and modes.dtype == torch.uint8:  # one compiled pass instead of a handful of ops
+        from kaleido.reuse.cpu_kernels import mode_histograms
+
+        return mode_histograms(modes, G <= MAX_PATTERN_GROUPS)
     m = modes.to(torch.int64)
     idx = m + 3 * torch.arange(G, device=dev).view(1, 1, 1, G) + 3 * G * torch.arange(H, device=dev).view(1, H, 1, 1)
     counts = torch.bincount(idx.reshape(-1), minlength=3 * G * H).view(H, G, 3)

@@ -156,7 +156,7 @@ def decide_grid(
     any sub-box of the grid that keeps every group's lines whole (e.g. all of T for t-groups).
 
     ``backend``: on the CPU with float32 / float64 / int8 operands, ``"auto"`` runs the
-    compiled kernel of :mod:`kaleido.reuse.decide_kernel` (the same modes and effective
+    compiled kernel of :mod:`kaleido.reuse.cpu_kernels` (the same modes and effective
     operand bit for bit, one serial pass instead of a dozen ops per position) at one
     thread, or at more for operands of at most :data:`KERNEL_MAX_ELEMENTS`; ``"torch"``
     forces the torch loop (any device and dtype; nothing in it synchronises with the host).
@@ -168,14 +168,14 @@ def decide_grid(
     nl = x.dim() - 4
     kernel = None
     if backend != "torch":
-        from . import decide_kernel  # numba: imported (and compiled) on the first decision, not with kaleido
+        from . import cpu_kernels  # numba: imported (and compiled) on the first decision, not with kaleido
 
         serial_wins = backend == "kernel" or torch.get_num_threads() == 1 or x.numel() <= KERNEL_MAX_ELEMENTS
-        if serial_wins and decide_kernel.kernel_applies(x, x_eff, modes):
-            kernel = decide_kernel
+        if serial_wins and cpu_kernels.kernel_applies(x, x_eff, modes):
+            kernel = cpu_kernels
         elif backend == "kernel":
             raise ValueError(
-                f"the compiled decision kernel takes CPU {decide_kernel.KERNEL_DTYPES} operands without "
+                f"the compiled decision kernel takes CPU {cpu_kernels.KERNEL_DTYPES} operands without "
                 f"autograd, got {x.dtype} on {x.device}; use backend 'auto' or 'torch'"
             )
     for g0, n, size in group_runs(groups):

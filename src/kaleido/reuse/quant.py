@@ -95,6 +95,14 @@ def quant_scale(x: torch.Tensor, groups: ChannelGroups, granularity: str = "grou
         # per channel over the tokens first (one fast reduction along S over the whole operand), then over
         # each group's few channels: the same maxima (max is associative) at 20-30x less time than reducing
         # (S, size) of each run at once, which the CPU kernels do slowly
+        from .cpu_kernels import group_scale  # numba: imported on first use, not with kaleido
+
+        compiled = group_scale(x.detach(), (*groups.offsets, groups.dim), QMAX)
+        if compiled is not None:  # one compiled pass on a CPU float32 operand: the same scale, bit for bit
+            scale, finite = compiled
+            if not finite:
+                _refuse_non_finite(x, "operand A", torch.tensor(float("nan")))
+            return scale
         per_channel = _max_abs(x, (-2,))  # (..., 1, K)
         parts = []
         for g0, n, size in group_runs(groups):

@@ -89,3 +89,73 @@ def test_backend_choice_refuses_in_one_line():
     # bf16 takes the torch loop under "auto", with the same result as float32's where the values agree
     m, eff = decide_effective(A, grid, groups, ReuseConfig(2, 4))
     assert eff.dtype == torch.bfloat16 and m.modes.shape == (grid.seq_len, 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lead=st.sampled_from([(), (1,), (2, 3)]), S=st.integers(1, 40), K=st.integers(1, 20), seed=st.integers(0, 999),
+       strided=st.booleans(), special=st.sampled_from([None, "nan", "inf", "zero"]))
+def test_channel_absmax_equals_torch_reductions(lead, S, K, seed, strided, special):
+    """The quantisation scale's reduction: the same maxima as amax / amin, NaN and inf propagated."""
+    from kaleido.reuse.cpu_kernels import channel_absmax
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*lead, K, S, generator=g).transpose(-1, -2) if strided else torch.randn(*lead, S, K, generator=g)
+    if strided:  # channels are not at stride 1 here: the kernel declines
+        assert x.stride(-1) == 1 or K == 1 or channel_absmax(x) is None
+        x = x.contiguous()
+    if special == "nan":
+        x[..., S // 2, K // 2] = float("nan")
+    elif special == "inf":
+        x[..., 0, K - 1] = -float("inf")
+    elif special == "zero":
+        x[..., :, 0] = 0.0
+    ref = torch.maximum(x.amax(-2, keepdim=True), x.amin(-2, keepdim=True).neg())
+    got = channel_absmax(x)
+    assert got.shape == ref.shape and torch.equal(torch.isnan(got), torch.isnan(ref))
+    assert torch.equal(got.nan_to_num(0.5), ref.nan_to_num(0.5))
+
+
+@settings(max_examples=40, deadline=None)
+@given(B=st.integers(1, 2), H=st.integers(1, 3), S=st.integers(1, 30), G=st.integers(1, 9), seed=st.integers(0, 999))
+def test_mode_histograms_equal_bincount(B, H, S, G, seed):
+    """A trace record's counts and row patterns: the same as the torch bincounts they replace on the CPU."""
+    from kaleido.integrations.trace import MAX_PATTERN_GROUPS
+    from kaleido.reuse.cpu_kernels import mode_histograms
+
+    modes = torch.randint(0, 3, (B, H, S, G), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)
+    m = modes.to(torch.int64)
+    idx = m + 3 * torch.arange(G).view(1, 1, 1, G) + 3 * G * torch.arange(H).view(1, H, 1, 1)
+    counts = torch.bincount(idx.reshape(-1), minlength=3 * G * H).view(H, G, 3)
+    with_patterns = G <= MAX_PATTERN_GROUPS
+    got_counts, got_patterns = mode_histograms(modes, with_patterns)
+    assert torch.equal(got_counts, counts)
+    if with_patterns:
+        w = torch.tensor([3**g for g in range(G)])
+        assert torch.equal(got_patterns, torch.bincount((m * w).sum(-1).reshape(-1), minlength=3**G))
+    else:
+        assert got_patterns is None
+    with pytest.raises(ValueError, match="other than 0, 1, 2"):
+        mode_histograms(modes + 3, with_patterns)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lead=st.sampled_from([(), (2,), (2, 2)]), S=st.integers(1, 30), groups=channel_groups(max_groups=4, max_size=6),
+       seed=st.integers(0, 999), zero_group=st.booleans(), scale_by=st.sampled_from([1e-3, 1.0, 1e3]))
+def test_group_scale_equals_the_torch_reduction(lead, S, groups, seed, zero_group, scale_by):
+    """The quantisation scale in one compiled pass = max |x| per group over 127 (1 for an all-zero group)."""
+    from kaleido.reuse.cpu_kernels import group_scale
+
+    x = torch.randn(*lead, S, groups.dim, generator=torch.Generator().manual_seed(seed)) * scale_by
+    if zero_group:
+        x[..., groups.slices[0]] = 0.0
+    ref = torch.empty(*lead, 1, groups.dim)
+    for sl in groups.slices:
+        amax = x[..., sl].abs().amax(dim=(-2, -1), keepdim=True)
+        ref[..., sl] = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+    got, finite = group_scale(x, (*groups.offsets, groups.dim), 127)
+    assert finite and torch.equal(got, ref)
+    assert torch.equal(quant_scale(x, groups, "group"), ref)
+    x[(0,) * len(lead) + (S - 1, groups.dim - 1)] = float("inf")
+    assert group_scale(x, (*groups.offsets, groups.dim), 127)[1] is False
+    with pytest.raises(ValueError, match="non-finite"):
+        quant_scale(x, groups, "group")

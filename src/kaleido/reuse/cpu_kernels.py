@@ -1,0 +1,254 @@
+"""Compiled CPU kernels (numba) for the per-call work of the float path on small and medium operands.
+
+On a CPU every torch op costs microseconds of dispatch however few elements it touches, so
+on a small model (or a short axis) the decision's time is the ops' count, not their size.
+The kernels here do that work in one compiled pass each, with results equal bit for bit
+to the torch code they stand in for (tested):
+
+* :func:`decide_run` - the decision loop of :func:`~kaleido.reuse.decide.decide_grid`
+  (SPEC §3, drift rule): quantise, difference against the effective operand, ``max|d|``
+  or ``mean|d|``, mode, effective row.  ``q = rint(x / s)`` divides in ``x``'s dtype
+  promoted with the float32 scale, as torch does, and rounds half to even; thresholds are
+  compared as float32 values, as torch compares a float32 tensor with a Python number;
+  every difference, maximum and sum is an exact integer; a FULL row's effective operand
+  is its reference's (a copy), any other row's its own.
+* :func:`group_scale` / :func:`channel_absmax` - the ``"group"`` quantisation scale
+  (``max |x|`` over the rows per channel, then per group, over 127), and the per-channel
+  maxima alone; NaN and inf propagate, so the finiteness check can read the result.
+* :func:`mode_histograms` - a trace record's per-(head, group, mode) counts and row-pattern
+  histogram of a mode tensor.
+
+The torch code stays the path for every other device and dtype (CUDA, bf16, fp16).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+
+#: input dtypes the kernel takes; anything else (bf16, fp16, another device) uses the torch loop
+KERNEL_DTYPES = (torch.float32, torch.float64, torch.int8)
+
+
+_FASTMATH = {"reassoc", "nnan", "ninf", "nsz"}  # no "arcp": x / s must stay a true division
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FASTMATH, error_model="numpy")
+def _decide_lines(x, xe, modes, scale, bases, strides, L, A, B, n, size, t1, t2, linf, lo, hi,
+                  write_eff):  # pragma: no cover - compiled
+    """Decide every line of a run along the reuse axis.
+
+    ``x`` / ``xe`` / ``modes``: 1-D views of the storage (channels at stride 1);
+    ``bases[k]`` ``(x, xe, modes, scale)`` offsets of leading index ``k``; ``strides[v]``
+    ``(axis, a, b)`` element strides of view ``v`` (x, xe, modes); ``scale`` ``(n_lead, n * size)``.
+    Position 0 of every line computes (its mode is left as is).  The int8 units are held as
+    int32 (integer reductions vectorise); ``rint(x / s)`` is torch's ``div(x, s).round_()``.
+    """
+    C = n * size
+    eff = np.empty(C, np.int32)
+    q = np.empty(C, np.int32)
+    d = np.empty(C, np.int32)
+    for k in range(bases.shape[0]):
+        s = scale[bases[k, 3]]
+        for a in range(A):
+            for b in range(B):
+                bx = bases[k, 0] + a * strides[0, 1] + b * strides[0, 2]
+                be = bases[k, 1] + a * strides[1, 1] + b * strides[1, 2]
+                bm = bases[k, 2] + a * strides[2, 1] + b * strides[2, 2]
+                for c in range(C):
+                    eff[c] = np.int32(np.rint(x[bx + c] / s[c]))
+                if write_eff:
+                    for c in range(C):
+                        xe[be + c] = x[bx + c]
+                for p in range(1, L):
+                    px = bx + p * strides[0, 0]
+                    pe = be + p * strides[1, 0]
+                    for c in range(C):
+                        qv = np.int32(np.rint(x[px + c] / s[c]))
+                        q[c] = qv
+                        d[c] = qv - eff[c]
+                    for g in range(n):
+                        c0 = g * size
+                        if linf:  # one reduction: max |d| (every d then fits: theta2 <= 2**(low_bits-1))
+                            delta = 0
+                            for c in range(c0, c0 + size):
+                                dv = d[c] if d[c] > 0 else -d[c]
+                                delta = dv if dv > delta else delta
+                            fits = True
+                        else:
+                            delta, dmax, dmin = 0, d[c0], d[c0]
+                            for c in range(c0, c0 + size):
+                                dv = d[c]
+                                dmax = dv if dv > dmax else dmax
+                                dmin = dv if dv < dmin else dmin
+                                delta += dv if dv > 0 else -dv
+                            fits = dmax <= hi and dmin >= lo
+                        full = delta < t1
+                        if full:
+                            mode = 2
+                        elif delta < t2 and fits:
+                            mode = 1
+                        else:
+                            mode = 0
+                        modes[bm + p * strides[2, 0] + g] = mode
+                        if full:
+                            if write_eff:
+                                for c in range(c0, c0 + size):
+                                    xe[pe + c] = xe[pe - strides[1, 0] + c]
+                        else:
+                            for c in range(c0, c0 + size):
+                                eff[c] = q[c]
+                            if write_eff:
+                                for c in range(c0, c0 + size):
+                                    xe[pe + c] = x[px + c]
+
+
+def _storage(t: torch.Tensor) -> np.ndarray:
+    """``t``'s storage from its first element to its last as a 1-D array (a view, no copy)."""
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
+    return t.as_strided((span,), (1,)).numpy()
+
+
+def _lead_offsets(shape: tuple[int, ...], *strides: tuple[int, ...]) -> list[list[int]]:
+    """Element offset of every leading index (row-major) in each view of ``strides``."""
+    offsets = [[0] * len(strides)]
+    for n, st in zip(shape, zip(*strides)):
+        offsets = [[o + i * s for o, s in zip(off, st)] for off in offsets for i in range(n)]
+    return offsets
+
+
+def kernel_applies(x: torch.Tensor, x_eff: torch.Tensor | None, modes: torch.Tensor) -> bool:
+    """Whether :func:`decide_run` can take these views: CPU, a kernel dtype, no autograd, channels at
+    stride 1 and no negative strides."""
+    views = (x, modes) if x_eff is None else (x, modes, x_eff)
+    return (
+        x.dtype in KERNEL_DTYPES
+        and modes.dtype == torch.uint8
+        and (x_eff is None or x_eff.dtype == x.dtype)
+        and all(v.device.type == "cpu" and not v.requires_grad and (v.stride(-1) == 1 or v.shape[-1] == 1)
+                and min(v.stride()) >= 0 for v in views)
+    )
+
+
+def decide_run(
+    x: torch.Tensor, x_eff: torch.Tensor | None, modes: torch.Tensor, scale: torch.Tensor,
+    dim: int, n: int, size: int, thresholds: tuple[float, float], linf: bool, lo: int, hi: int,
+) -> None:
+    """One run of ``n`` groups of ``size`` channels on one axis, in place through the views.
+
+    ``x`` / ``x_eff`` ``(*lead, T, H, W, n * size)``, ``modes`` ``(*lead, T, H, W, n)``,
+    ``scale`` broadcastable to ``x`` (float32), ``dim`` the reuse axis's dim in these views.
+    """
+    if x.numel() == 0:
+        return
+    nl = x.dim() - 4
+    lead = tuple(x.shape[:nl])
+    C = n * size
+    scale = torch.broadcast_to(scale.to(torch.float32), (*lead, 1, 1, 1, C)).reshape(-1, C).contiguous().numpy()
+    e = x if x_eff is None else x_eff
+    xs, es, ms = x.stride(), e.stride(), modes.stride()
+    a, b = (d for d in range(nl, nl + 3) if d != dim)
+    strides = np.array([[v[dim], v[a], v[b]] for v in (xs, es, ms)], dtype=np.int64)
+    bases = np.array([off + [k] for k, off in enumerate(_lead_offsets(lead, xs[:nl], es[:nl], ms[:nl]))],
+                     dtype=np.int64)
+    xa = _storage(x)
+    _decide_lines(xa, xa if x_eff is None else _storage(x_eff), _storage(modes), scale, bases, strides,
+                  x.shape[dim], x.shape[a], x.shape[b], n, size,
+                  float(np.float32(thresholds[0])), float(np.float32(thresholds[1])), linf, lo, hi, x_eff is not None)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _absmax_rows(x, bases, rows, row_stride, K, out):  # pragma: no cover - compiled
+    # no fastmath: "a != a" must see NaN.  The channel loop is elementwise, so it vectorises anyway.
+    for k in range(bases.shape[0]):
+        o = out[k]
+        for c in range(K):
+            o[c] = 0.0
+        for r in range(rows):
+            base = bases[k] + r * row_stride
+            for c in range(K):
+                v = abs(x[base + c])
+                if v > o[c] or v != v:
+                    o[c] = v
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _group_scales(x, bases, rows, row_stride, K, offsets, qmax, out):  # pragma: no cover - compiled
+    """Per matrix: max |x| per channel, then per group (``offsets``: group g = channels offsets[g]:offsets[g+1]),
+    then the scale ``amax / qmax`` (float32; 1 where amax is 0).  Returns whether every maximum is finite."""
+    m = np.empty(K, np.float32)
+    finite = True
+    for k in range(bases.shape[0]):
+        _absmax_rows(x, bases[k : k + 1], rows, row_stride, K, m.reshape(1, K))
+        for g in range(offsets.shape[0] - 1):
+            gm = m[offsets[g]]
+            for c in range(offsets[g] + 1, offsets[g + 1]):
+                if m[c] > gm or m[c] != m[c]:
+                    gm = m[c]
+            if not np.isfinite(gm):
+                finite = False
+            sc = gm / qmax if gm > 0 else np.float32(1.0)
+            for c in range(offsets[g], offsets[g + 1]):
+                out[k, c] = sc
+    return finite
+
+
+def _plain_cpu_float32(x: torch.Tensor) -> bool:
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and not x.requires_grad and x.dim() >= 2
+            and (x.stride(-1) == 1 or x.shape[-1] == 1) and min(x.stride()) >= 0 and x.numel() > 0)
+
+
+def group_scale(x: torch.Tensor, offsets: tuple[int, ...], qmax: int) -> tuple[torch.Tensor, bool] | None:
+    """The ``"group"`` quantisation scale of ``x`` ``(..., S, K)`` in one pass: ``((..., 1, K) float32,
+    every maximum finite)``, or ``None`` where the kernel does not apply (not a CPU float32 tensor with
+    channels at stride 1).  ``offsets``: the groups' channel offsets and ``K`` last."""
+    if not _plain_cpu_float32(x):
+        return None
+    lead, (S, K) = tuple(x.shape[:-2]), x.shape[-2:]
+    out = torch.empty(*lead, 1, K, dtype=torch.float32)
+    bases = np.array([o[0] for o in _lead_offsets(lead, x.stride()[:-2])], dtype=np.int64)
+    finite = _group_scales(_storage(x), bases, S, x.stride(-2), K, np.asarray(offsets, dtype=np.int64),
+                           np.float32(qmax), out.view(-1, K).numpy())
+    return out, bool(finite)
+
+
+def channel_absmax(x: torch.Tensor) -> torch.Tensor | None:
+    """``max |x|`` over the rows of ``x`` ``(..., S, K)`` per matrix and channel, ``(..., 1, K)`` float32,
+    or ``None`` where the kernel does not apply (not a CPU float32 tensor with channels at stride 1)."""
+    if not _plain_cpu_float32(x):
+        return None
+    lead, (S, K) = tuple(x.shape[:-2]), x.shape[-2:]
+    out = torch.empty(*lead, 1, K, dtype=torch.float32)
+    bases = np.array([o[0] for o in _lead_offsets(lead, x.stride()[:-2])], dtype=np.int64)
+    _absmax_rows(_storage(x), bases, S, x.stride(-2), K, out.view(-1, K).numpy())
+    return out
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _histograms(m, counts, patterns, with_patterns):  # pragma: no cover - compiled
+    B, H, S, G = m.shape
+    for b in range(B):
+        for h in range(H):
+            for s in range(S):
+                code = 0
+                w = 1
+                for g in range(G):
+                    v = m[b, h, s, g]
+                    if v > 2:
+                        raise ValueError("a mode tensor holds a value other than 0, 1, 2")
+                    counts[h, g, v] += 1
+                    code += v * w
+                    w *= 3
+                if with_patterns:
+                    patterns[code] += 1
+
+
+def mode_histograms(modes: torch.Tensor, with_patterns: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(H, G, 3)`` counts and (``with_patterns``) the ``3**G`` row-pattern histogram of a CPU
+    ``(B, H, S, G)`` uint8 mode tensor, as int64 tensors (pattern code ``sum_g mode_g * 3**g``)."""
+    H, G = modes.shape[1], modes.shape[-1]
+    counts = np.zeros((H, G, 3), dtype=np.int64)
+    patterns = np.zeros(3**G if with_patterns else 1, dtype=np.int64)
+    _histograms(modes.numpy(), counts, patterns, with_patterns)
+    return torch.from_numpy(counts), torch.from_numpy(patterns) if with_patterns else None
