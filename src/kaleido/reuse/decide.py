@@ -134,10 +134,6 @@ def _decide_effective(
     return ModeMap(modes, grid, groups, config.low_bits), A_eff
 
 
-#: with more than one torch thread, ``"auto"`` leaves operands larger than this to the torch loop, whose
-#: ops run on every thread (the kernel is serial).  Measured on 2 CPU cores: a 1280 x 128 operand decides
-#: in 0.41 ms compiled against 0.83 ms in torch ops (dispatch-bound), a 4680 x 1536 one in 16 ms against 9 ms
-KERNEL_MAX_ELEMENTS = 1 << 20
 #: how :func:`decide_grid` runs the loop: ``"auto"`` (the compiled CPU kernel where it applies, else the
 #: torch loop), ``"kernel"`` or ``"torch"``
 BACKENDS = ("auto", "kernel", "torch")
@@ -157,8 +153,8 @@ def decide_grid(
 
     ``backend``: on the CPU with float32 / float64 / int8 operands, ``"auto"`` runs the
     compiled kernel of :mod:`kaleido.reuse.cpu_kernels` (the same modes and effective
-    operand bit for bit, one serial pass instead of a dozen ops per position) at one
-    thread, or at more for operands of at most :data:`KERNEL_MAX_ELEMENTS`; ``"torch"``
+    operand bit for bit, one serial pass instead of a dozen ops per position) where
+    :func:`~kaleido.reuse.cpu_kernels.serial_pays`; ``"torch"``
     forces the torch loop (any device and dtype; nothing in it synchronises with the host).
     """
     if backend not in BACKENDS:
@@ -170,8 +166,7 @@ def decide_grid(
     if backend != "torch":
         from . import cpu_kernels  # numba: imported (and compiled) on the first decision, not with kaleido
 
-        serial_wins = backend == "kernel" or torch.get_num_threads() == 1 or x.numel() <= KERNEL_MAX_ELEMENTS
-        if serial_wins and cpu_kernels.kernel_applies(x, x_eff, modes):
+        if (backend == "kernel" or cpu_kernels.serial_pays(x.numel())) and cpu_kernels.kernel_applies(x, x_eff, modes):
             kernel = cpu_kernels
         elif backend == "kernel":
             raise ValueError(
