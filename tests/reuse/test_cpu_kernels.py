@@ -159,3 +159,29 @@ def test_group_scale_equals_the_torch_reduction(lead, S, groups, seed, zero_grou
     assert group_scale(x, (*groups.offsets, groups.dim), 127)[1] is False
     with pytest.raises(ValueError, match="non-finite"):
         quant_scale(x, groups, "group")
+
+
+@settings(max_examples=60, deadline=None)
+@given(grid=grids(max_side=5), groups=channel_groups(max_groups=4, max_size=6), cfg=configs(),
+       seed=st.integers(0, 10_000), strided=st.booleans(), step=st.sampled_from([0.3, 1.0, 3.0]),
+       zero_theta1=st.booleans())
+def test_fused_decision_equals_the_torch_path(grid, groups, cfg, seed, strided, step, zero_theta1):
+    """decide_effective in one compiled call (scale + every group + effective operand, prefix and suffix rows
+    included) = the torch path, mode for mode and value for value."""
+    if zero_theta1:
+        cfg = dataclasses.replace(cfg, theta1=0.0)
+    A = correlated_rows((2,), grid, groups.dim, seed, step=step)
+    if strided:
+        A = A.unsqueeze(1).expand(2, 2, *A.shape[1:]).transpose(1, 2).contiguous().transpose(1, 2)
+    m1, e1 = decide_effective(A, grid, groups, cfg, backend="torch")
+    m2, e2 = decide_effective(A, grid, groups, cfg, backend="kernel")
+    assert torch.equal(m1.modes, m2.modes) and torch.equal(e1, e2) and e2.stride() == A.stride()
+    assert (e2 is A) == (cfg.theta1 == 0.0 or cfg.theta2 == 0.0)
+
+
+def test_fused_decision_refuses_non_finite_operands():
+    grid, groups = TokenGrid(2, 2, 2), ChannelGroups.from_chunks(4, 2, "t")
+    A = torch.randn(grid.seq_len, 4)
+    A[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="1 non-finite"):
+        decide_effective(A, grid, groups, ReuseConfig(2, 4), backend="kernel")

@@ -27,6 +27,8 @@ import numba
 import numpy as np
 import torch
 
+from .grid import Axis
+
 #: input dtypes the kernel takes; anything else (bf16, fp16, another device) uses the torch loop
 KERNEL_DTYPES = (torch.float32, torch.float64, torch.int8)
 #: with more than one torch thread, operands larger than this keep the torch code, whose ops run on every
@@ -262,3 +264,139 @@ def mode_histograms(modes: torch.Tensor, with_patterns: bool) -> tuple[torch.Ten
     patterns = np.zeros(3**G if with_patterns else 1, dtype=np.int64)
     _histograms(modes.numpy(), counts, patterns, with_patterns)
     return torch.from_numpy(counts), torch.from_numpy(patterns) if with_patterns else None
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _matrix_group_scales(x, base, rows, row_stride, offsets, qmax, m, out):  # pragma: no cover - compiled
+    """One matrix's ``"group"`` scale into ``out`` ``(K,)`` (``m``: a ``(K,)`` buffer); whether it is finite."""
+    K = m.shape[0]
+    for c in range(K):
+        m[c] = 0.0
+    for r in range(rows):
+        b = base + r * row_stride
+        for c in range(K):
+            v = abs(x[b + c])
+            m[c] = v if (v > m[c]) | (v != v) else m[c]
+    finite = True
+    for g in range(offsets.shape[0] - 1):
+        gm = m[offsets[g]]
+        for c in range(offsets[g] + 1, offsets[g + 1]):
+            gm = m[c] if (m[c] > gm) | (m[c] != m[c]) else gm
+        finite = finite and np.isfinite(gm)
+        sc = gm / qmax if gm > 0 else np.float32(1.0)
+        for c in range(offsets[g], offsets[g + 1]):
+            out[c] = sc
+    return finite
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")  # no fastmath: the scale's NaN checks must stand
+def _decide_matrices(x, xe, modes, bases, row_strides, S, prefix, T, H, W, offsets, axes, t1s, t2s, qmax, linf,
+                     lo, hi, write_eff):  # pragma: no cover - compiled
+    """:func:`decide_effective_cpu` on the storages; returns whether every scale is finite (else nothing is
+    decided)."""
+    K = offsets[offsets.shape[0] - 1]
+    G = offsets.shape[0] - 1
+    rx, re, rm = row_strides[0], row_strides[1], row_strides[2]
+    m = np.empty(K, np.float32)
+    s = np.empty(K, np.float32)
+    eff = np.empty(K, np.int32)
+    q = np.empty(K, np.int32)
+    n_grid = T * H * W
+    for k in range(bases.shape[0]):
+        bx, be, bm = bases[k, 0], bases[k, 1], bases[k, 2]
+        if not _matrix_group_scales(x, bx, S, rx, offsets, qmax, m, s):
+            return False
+        if write_eff:
+            for r in range(S):
+                if r < prefix or r >= prefix + n_grid:
+                    for c in range(K):
+                        xe[be + r * re + c] = x[bx + r * rx + c]
+        for g in range(G):
+            c0, c1 = offsets[g], offsets[g + 1]
+            ax = axes[g]
+            L = T if ax == 0 else (H if ax == 1 else W)
+            pstep = H * W if ax == 0 else (W if ax == 1 else 1)  # rows between neighbours along the axis
+            A = H if ax == 0 else T
+            B = W if ax != 2 else H
+            t1, t2 = t1s[g], t2s[g]
+            for a in range(A):
+                for b in range(B):
+                    # the line's first row: (t, h, w) with the axis coordinate 0
+                    if ax == 0:
+                        r0 = prefix + a * W + b
+                    elif ax == 1:
+                        r0 = prefix + a * H * W + b
+                    else:
+                        r0 = prefix + (a * H + b) * W
+                    ox = bx + r0 * rx
+                    for c in range(c0, c1):
+                        eff[c] = np.int32(np.rint(x[ox + c] / s[c]))
+                    if write_eff:
+                        oe = be + r0 * re
+                        for c in range(c0, c1):
+                            xe[oe + c] = x[ox + c]
+                    for p in range(1, L):
+                        r = r0 + p * pstep
+                        ox = bx + r * rx
+                        oe = be + r * re
+                        delta, dmax, dmin = 0, -1000, 1000
+                        for c in range(c0, c1):
+                            qv = np.int32(np.rint(x[ox + c] / s[c]))
+                            q[c] = qv
+                            dv = qv - eff[c]
+                            dmax = dv if dv > dmax else dmax
+                            dmin = dv if dv < dmin else dmin
+                            if not linf:
+                                delta += dv if dv > 0 else -dv
+                        if linf:
+                            delta = dmax if dmax > -dmin else -dmin
+                        full = delta < t1
+                        if full:
+                            mode = 2
+                        elif delta < t2 and (linf or (dmax <= hi and dmin >= lo)):
+                            mode = 1
+                        else:
+                            mode = 0
+                        modes[bm + r * rm + g] = mode
+                        if full:
+                            if write_eff:
+                                prev = oe - pstep * re
+                                for c in range(c0, c1):
+                                    xe[oe + c] = xe[prev + c]
+                        else:
+                            for c in range(c0, c1):
+                                eff[c] = q[c]
+                            if write_eff:
+                                for c in range(c0, c1):
+                                    xe[oe + c] = x[ox + c]
+    return True
+
+
+def fused_applies(A: torch.Tensor) -> bool:
+    """Whether :func:`decide_effective_cpu` takes ``A``: a CPU float32 ``(..., S, K)`` tensor without autograd,
+    channels at stride 1, no negative strides."""
+    return _plain_cpu_float32(A)
+
+
+def decide_effective_cpu(A: torch.Tensor, grid, groups, config, modes: torch.Tensor,
+                         A_eff: torch.Tensor | None) -> bool:
+    """The whole float-path decision of a CPU float32 operand ``A`` ``(..., S, K)`` with ``"group"`` scales in
+    one compiled call: the scale, every group's lines, the modes into ``modes`` ``(..., S, G)`` (zeros) and,
+    unless ``A_eff`` is ``None``, every row of ``A_eff`` (``A``'s shape).  Returns ``False`` without deciding
+    when a scale is not finite (the caller raises).  Equal to ``quant_scale`` -> ``decide_grid`` (tested)."""
+    lead = tuple(A.shape[:-2])
+    S, K = A.shape[-2], A.shape[-1]
+    e = A if A_eff is None else A_eff
+    nl = len(lead)
+    bases = np.array(_lead_offsets(lead, A.stride()[:nl], e.stride()[:nl], modes.stride()[:nl]), dtype=np.int64)
+    row_strides = np.array([A.stride(-2), e.stride(-2), modes.stride(-2)], dtype=np.int64)
+    size = np.asarray(groups.sizes, dtype=np.float64)
+    linf = config.metric == "linf"
+    t1s = (np.full(len(groups), config.theta1) if linf else config.theta1 * size).astype(np.float32).astype(np.float64)
+    t2s = (np.full(len(groups), config.theta2) if linf else config.theta2 * size).astype(np.float32).astype(np.float64)
+    xa = _storage(A)
+    return bool(_decide_matrices(
+        xa, xa if A_eff is None else _storage(A_eff), _storage(modes), bases, row_strides, S, grid.prefix,
+        grid.T, grid.H, grid.W, np.asarray((*groups.offsets, K), dtype=np.int64),
+        np.asarray([Axis.parse(a).dim for a in groups.axes], dtype=np.int64), t1s, t2s, np.float32(127),
+        linf, -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1, A_eff is not None))

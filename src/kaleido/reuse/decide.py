@@ -114,6 +114,19 @@ def _decide_effective(
         raise ValueError(f"A must have shape (..., S, K), got {tuple(A.shape)}")
     grid.check_seq_len(A.shape[-2], "operand A")
     check_plain_config(config)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown decision backend {backend!r}: use one of {BACKENDS}")
+    if backend != "torch" and config.granularity == "group" and config.theta2 > 0:
+        from . import cpu_kernels  # numba: imported (and compiled) on the first decision, not with kaleido
+
+        if cpu_kernels.fused_applies(A) and (backend == "kernel" or cpu_kernels.serial_pays(A.numel())):
+            # the scale, every group's lines, the modes and the effective operand in one compiled call
+            groups.check_dim(A.shape[-1], "quantised operand")
+            modes = torch.zeros(*A.shape[:-2], grid.seq_len, len(groups), dtype=torch.uint8)
+            A_eff = A if config.theta1 == 0.0 else torch.empty_like(A)
+            if not cpu_kernels.decide_effective_cpu(A, grid, groups, config, modes, None if A_eff is A else A_eff):
+                quant_scale(A, groups, config.granularity)  # raises, naming the non-finite values
+            return ModeMap(modes, grid, groups, config.low_bits), A_eff
     scale = quant_scale(A, groups, config.granularity)  # validates dims and finiteness
     lead = tuple(A.shape[:-2])
     S, G = grid.seq_len, len(groups)
