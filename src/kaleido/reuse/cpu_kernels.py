@@ -12,9 +12,12 @@ to the torch code they stand in for (tested):
   compared as float32 values, as torch compares a float32 tensor with a Python number;
   every difference, maximum and sum is an exact integer; a FULL row's effective operand
   is its reference's (a copy), any other row's its own.
-* :func:`group_scale` / :func:`channel_absmax` - the ``"group"`` quantisation scale
-  (``max |x|`` over the rows per channel, then per group, over 127), and the per-channel
-  maxima alone; NaN and inf propagate, so the finiteness check can read the result.
+* :func:`group_scale` - the ``"group"`` quantisation scale (``max |x|`` over the rows per
+  channel, then per group, over 127); NaN and inf propagate, so the finiteness check can
+  read the result.
+* :func:`decide_effective_cpu` - both at once for a float32 operand (one call per decision);
+  it and :func:`decide_run` share one line's decision (``_decide_run_line``), a run of
+  groups of one size and axis at a time.
 * :func:`mode_histograms` - a trace record's per-(head, group, mode) counts and row-pattern
   histogram of a mode tensor.
 
@@ -28,6 +31,7 @@ import numpy as np
 import torch
 
 from .grid import Axis
+from .quant import group_runs
 
 #: input dtypes the kernel takes; anything else (bf16, fp16, another device) uses the torch loop
 KERNEL_DTYPES = (torch.float32, torch.float64, torch.int8)
@@ -43,77 +47,84 @@ def serial_pays(numel: int) -> bool:
     return torch.get_num_threads() == 1 or numel <= KERNEL_MAX_ELEMENTS
 
 
-_FASTMATH = {"reassoc", "nnan", "ninf", "nsz"}  # no "arcp": x / s must stay a true division
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _decide_run_line(x, xe, modes, ox, oe, om, sx, se, sm, L, c0, n, size, s, eff, q, d, t1, t2, linf, lo, hi,
+                     write_eff):  # pragma: no cover - compiled
+    """Decide one line of a run of ``n`` groups of ``size`` channels from channel ``c0``: the rows at
+    ``ox + p * sx`` (``x``) and ``oe + p * se`` (``xe``), the modes at ``om + p * sm + g``, for positions
+    ``p < L`` along the reuse axis.  ``s`` the per-channel scale and ``eff`` / ``q`` / ``d`` buffers, all
+    indexed by channel.  Position 0 computes (its modes are left as they are).  The int8 units are held as
+    int32 (integer reductions vectorise); ``rint(x / s)`` is torch's ``div(x, s).round_()``; every difference,
+    maximum and sum is an exact integer."""
+    c1 = c0 + n * size
+    for c in range(c0, c1):
+        eff[c] = np.int32(np.rint(x[ox + c] / s[c]))
+    if write_eff:
+        for c in range(c0, c1):
+            xe[oe + c] = x[ox + c]
+    for p in range(1, L):
+        px, pe = ox + p * sx, oe + p * se
+        for c in range(c0, c1):  # the run's whole row at once: one contiguous pass
+            qv = np.int32(np.rint(x[px + c] / s[c]))
+            q[c] = qv
+            d[c] = qv - eff[c]
+        for g in range(n):
+            g0 = c0 + g * size
+            if linf:  # one reduction: max |d| (every d then fits: theta2 <= 2**(low_bits-1))
+                delta = 0
+                for c in range(g0, g0 + size):
+                    dv = d[c] if d[c] > 0 else -d[c]
+                    delta = dv if dv > delta else delta
+                fits = True
+            else:
+                delta, dmax, dmin = 0, d[g0], d[g0]
+                for c in range(g0, g0 + size):
+                    dv = d[c]
+                    dmax = dv if dv > dmax else dmax
+                    dmin = dv if dv < dmin else dmin
+                    delta += dv if dv > 0 else -dv
+                fits = dmax <= hi and dmin >= lo
+            full = delta < t1
+            if full:
+                mode = 2
+            elif delta < t2 and fits:
+                mode = 1
+            else:
+                mode = 0
+            modes[om + p * sm + g] = mode
+            if full:
+                if write_eff:
+                    for c in range(g0, g0 + size):
+                        xe[pe + c] = xe[pe - se + c]
+            else:
+                for c in range(g0, g0 + size):
+                    eff[c] = q[c]
+                if write_eff:
+                    for c in range(g0, g0 + size):
+                        xe[pe + c] = x[px + c]
 
 
-@numba.njit(cache=True, nogil=True, fastmath=_FASTMATH, error_model="numpy")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _decide_lines(x, xe, modes, scale, bases, strides, L, A, B, n, size, t1, t2, linf, lo, hi,
                   write_eff):  # pragma: no cover - compiled
-    """Decide every line of a run along the reuse axis.
+    """Decide every line of a run of ``n`` groups of ``size`` channels along the reuse axis.
 
     ``x`` / ``xe`` / ``modes``: 1-D views of the storage (channels at stride 1);
     ``bases[k]`` ``(x, xe, modes, scale)`` offsets of leading index ``k``; ``strides[v]``
     ``(axis, a, b)`` element strides of view ``v`` (x, xe, modes); ``scale`` ``(n_lead, n * size)``.
-    Position 0 of every line computes (its mode is left as is).  The int8 units are held as
-    int32 (integer reductions vectorise); ``rint(x / s)`` is torch's ``div(x, s).round_()``.
     """
-    C = n * size
-    eff = np.empty(C, np.int32)
-    q = np.empty(C, np.int32)
-    d = np.empty(C, np.int32)
+    eff = np.empty(n * size, np.int32)
+    q = np.empty(n * size, np.int32)
+    d = np.empty(n * size, np.int32)
     for k in range(bases.shape[0]):
         s = scale[bases[k, 3]]
         for a in range(A):
             for b in range(B):
-                bx = bases[k, 0] + a * strides[0, 1] + b * strides[0, 2]
-                be = bases[k, 1] + a * strides[1, 1] + b * strides[1, 2]
-                bm = bases[k, 2] + a * strides[2, 1] + b * strides[2, 2]
-                for c in range(C):
-                    eff[c] = np.int32(np.rint(x[bx + c] / s[c]))
-                if write_eff:
-                    for c in range(C):
-                        xe[be + c] = x[bx + c]
-                for p in range(1, L):
-                    px = bx + p * strides[0, 0]
-                    pe = be + p * strides[1, 0]
-                    for c in range(C):
-                        qv = np.int32(np.rint(x[px + c] / s[c]))
-                        q[c] = qv
-                        d[c] = qv - eff[c]
-                    for g in range(n):
-                        c0 = g * size
-                        if linf:  # one reduction: max |d| (every d then fits: theta2 <= 2**(low_bits-1))
-                            delta = 0
-                            for c in range(c0, c0 + size):
-                                dv = d[c] if d[c] > 0 else -d[c]
-                                delta = dv if dv > delta else delta
-                            fits = True
-                        else:
-                            delta, dmax, dmin = 0, d[c0], d[c0]
-                            for c in range(c0, c0 + size):
-                                dv = d[c]
-                                dmax = dv if dv > dmax else dmax
-                                dmin = dv if dv < dmin else dmin
-                                delta += dv if dv > 0 else -dv
-                            fits = dmax <= hi and dmin >= lo
-                        full = delta < t1
-                        if full:
-                            mode = 2
-                        elif delta < t2 and fits:
-                            mode = 1
-                        else:
-                            mode = 0
-                        modes[bm + p * strides[2, 0] + g] = mode
-                        if full:
-                            if write_eff:
-                                for c in range(c0, c0 + size):
-                                    xe[pe + c] = xe[pe - strides[1, 0] + c]
-                        else:
-                            for c in range(c0, c0 + size):
-                                eff[c] = q[c]
-                            if write_eff:
-                                for c in range(c0, c0 + size):
-                                    xe[pe + c] = x[px + c]
+                _decide_run_line(x, xe, modes, bases[k, 0] + a * strides[0, 1] + b * strides[0, 2],
+                                 bases[k, 1] + a * strides[1, 1] + b * strides[1, 2],
+                                 bases[k, 2] + a * strides[2, 1] + b * strides[2, 2],
+                                 strides[0, 0], strides[1, 0], strides[2, 0], L, 0, n, size, s, eff, q, d,
+                                 t1, t2, linf, lo, hi, write_eff)
 
 
 def _storage(t: torch.Tensor) -> np.ndarray:
@@ -171,38 +182,39 @@ def decide_run(
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _absmax_rows(x, bases, rows, row_stride, K, out):  # pragma: no cover - compiled
-    # no fastmath: "a != a" must see NaN.  The channel loop is elementwise, so it vectorises anyway.
-    for k in range(bases.shape[0]):
-        o = out[k]
+def _matrix_group_scales(x, base, rows, row_stride, offsets, qmax, m, out):  # pragma: no cover - compiled
+    """One matrix's ``"group"`` scale into ``out`` ``(K,)``: max |x| per channel over the rows (``m``: a ``(K,)``
+    buffer), then per group (``offsets``: group g = channels offsets[g]:offsets[g+1]), over ``qmax`` (float32; 1
+    where the maximum is 0).  Returns whether every maximum is finite.  No fastmath: ``v != v`` must see NaN;
+    the channel loop is elementwise, so it vectorises anyway."""
+    K = m.shape[0]
+    for c in range(K):
+        m[c] = 0.0
+    for r in range(rows):
+        b = base + r * row_stride
         for c in range(K):
-            o[c] = 0.0
-        for r in range(rows):
-            base = bases[k] + r * row_stride
-            for c in range(K):
-                v = abs(x[base + c])
-                if v > o[c] or v != v:
-                    o[c] = v
+            v = abs(x[b + c])
+            m[c] = v if (v > m[c]) | (v != v) else m[c]
+    finite = True
+    for g in range(offsets.shape[0] - 1):
+        gm = m[offsets[g]]
+        for c in range(offsets[g] + 1, offsets[g + 1]):
+            gm = m[c] if (m[c] > gm) | (m[c] != m[c]) else gm
+        finite = finite and np.isfinite(gm)
+        sc = gm / qmax if gm > 0 else np.float32(1.0)
+        for c in range(offsets[g], offsets[g + 1]):
+            out[c] = sc
+    return finite
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _group_scales(x, bases, rows, row_stride, K, offsets, qmax, out):  # pragma: no cover - compiled
-    """Per matrix: max |x| per channel, then per group (``offsets``: group g = channels offsets[g]:offsets[g+1]),
-    then the scale ``amax / qmax`` (float32; 1 where amax is 0).  Returns whether every maximum is finite."""
+    """:func:`_matrix_group_scales` of every matrix (``bases``: their offsets) into ``out`` ``(n, K)``."""
     m = np.empty(K, np.float32)
     finite = True
     for k in range(bases.shape[0]):
-        _absmax_rows(x, bases[k : k + 1], rows, row_stride, K, m.reshape(1, K))
-        for g in range(offsets.shape[0] - 1):
-            gm = m[offsets[g]]
-            for c in range(offsets[g] + 1, offsets[g + 1]):
-                if m[c] > gm or m[c] != m[c]:
-                    gm = m[c]
-            if not np.isfinite(gm):
-                finite = False
-            sc = gm / qmax if gm > 0 else np.float32(1.0)
-            for c in range(offsets[g], offsets[g + 1]):
-                out[k, c] = sc
+        ok = _matrix_group_scales(x, bases[k], rows, row_stride, offsets, qmax, m, out[k])
+        finite = finite and ok
     return finite
 
 
@@ -223,18 +235,6 @@ def group_scale(x: torch.Tensor, offsets: tuple[int, ...], qmax: int) -> tuple[t
     finite = _group_scales(_storage(x), bases, S, x.stride(-2), K, np.asarray(offsets, dtype=np.int64),
                            np.float32(qmax), out.view(-1, K).numpy())
     return out, bool(finite)
-
-
-def channel_absmax(x: torch.Tensor) -> torch.Tensor | None:
-    """``max |x|`` over the rows of ``x`` ``(..., S, K)`` per matrix and channel, ``(..., 1, K)`` float32,
-    or ``None`` where the kernel does not apply (not a CPU float32 tensor with channels at stride 1)."""
-    if not _plain_cpu_float32(x):
-        return None
-    lead, (S, K) = tuple(x.shape[:-2]), x.shape[-2:]
-    out = torch.empty(*lead, 1, K, dtype=torch.float32)
-    bases = np.array([o[0] for o in _lead_offsets(lead, x.stride()[:-2])], dtype=np.int64)
-    _absmax_rows(_storage(x), bases, S, x.stride(-2), K, out.view(-1, K).numpy())
-    return out
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -268,41 +268,18 @@ def mode_histograms(modes: torch.Tensor, with_patterns: bool) -> tuple[torch.Ten
     return counts, patterns if with_patterns else None
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _matrix_group_scales(x, base, rows, row_stride, offsets, qmax, m, out):  # pragma: no cover - compiled
-    """One matrix's ``"group"`` scale into ``out`` ``(K,)`` (``m``: a ``(K,)`` buffer); whether it is finite."""
-    K = m.shape[0]
-    for c in range(K):
-        m[c] = 0.0
-    for r in range(rows):
-        b = base + r * row_stride
-        for c in range(K):
-            v = abs(x[b + c])
-            m[c] = v if (v > m[c]) | (v != v) else m[c]
-    finite = True
-    for g in range(offsets.shape[0] - 1):
-        gm = m[offsets[g]]
-        for c in range(offsets[g] + 1, offsets[g + 1]):
-            gm = m[c] if (m[c] > gm) | (m[c] != m[c]) else gm
-        finite = finite and np.isfinite(gm)
-        sc = gm / qmax if gm > 0 else np.float32(1.0)
-        for c in range(offsets[g], offsets[g + 1]):
-            out[c] = sc
-    return finite
-
-
 @numba.njit(cache=True, nogil=True, error_model="numpy")  # no fastmath: the scale's NaN checks must stand
-def _decide_matrices(x, xe, modes, bases, row_strides, S, prefix, T, H, W, offsets, axes, t1s, t2s, qmax, linf,
-                     lo, hi, write_eff):  # pragma: no cover - compiled
-    """:func:`decide_effective_cpu` on the storages; returns whether every scale is finite (else nothing is
-    decided)."""
+def _decide_matrices(x, xe, modes, bases, row_strides, S, prefix, T, H, W, offsets, runs, axes, t1s, t2s, qmax,
+                     linf, lo, hi, write_eff):  # pragma: no cover - compiled
+    """:func:`decide_effective_cpu` on the storages (``runs``: ``(first group, n, size)`` of each run of groups
+    of one size and axis); returns whether every scale is finite (else nothing is decided)."""
     K = offsets[offsets.shape[0] - 1]
-    G = offsets.shape[0] - 1
     rx, re, rm = row_strides[0], row_strides[1], row_strides[2]
     m = np.empty(K, np.float32)
     s = np.empty(K, np.float32)
     eff = np.empty(K, np.int32)
     q = np.empty(K, np.int32)
+    d = np.empty(K, np.int32)
     n_grid = T * H * W
     for k in range(bases.shape[0]):
         bx, be, bm = bases[k, 0], bases[k, 1], bases[k, 2]
@@ -313,14 +290,13 @@ def _decide_matrices(x, xe, modes, bases, row_strides, S, prefix, T, H, W, offse
                 if r < prefix or r >= prefix + n_grid:
                     for c in range(K):
                         xe[be + r * re + c] = x[bx + r * rx + c]
-        for g in range(G):
-            c0, c1 = offsets[g], offsets[g + 1]
-            ax = axes[g]
+        for j in range(runs.shape[0]):
+            g0, n, size = runs[j, 0], runs[j, 1], runs[j, 2]
+            ax = axes[g0]
             L = T if ax == 0 else (H if ax == 1 else W)
             pstep = H * W if ax == 0 else (W if ax == 1 else 1)  # rows between neighbours along the axis
             A = H if ax == 0 else T
             B = W if ax != 2 else H
-            t1, t2 = t1s[g], t2s[g]
             for a in range(A):
                 for b in range(B):
                     # the line's first row: (t, h, w) with the axis coordinate 0
@@ -330,47 +306,9 @@ def _decide_matrices(x, xe, modes, bases, row_strides, S, prefix, T, H, W, offse
                         r0 = prefix + a * H * W + b
                     else:
                         r0 = prefix + (a * H + b) * W
-                    ox = bx + r0 * rx
-                    for c in range(c0, c1):
-                        eff[c] = np.int32(np.rint(x[ox + c] / s[c]))
-                    if write_eff:
-                        oe = be + r0 * re
-                        for c in range(c0, c1):
-                            xe[oe + c] = x[ox + c]
-                    for p in range(1, L):
-                        r = r0 + p * pstep
-                        ox = bx + r * rx
-                        oe = be + r * re
-                        delta, dmax, dmin = 0, -1000, 1000
-                        for c in range(c0, c1):
-                            qv = np.int32(np.rint(x[ox + c] / s[c]))
-                            q[c] = qv
-                            dv = qv - eff[c]
-                            dmax = dv if dv > dmax else dmax
-                            dmin = dv if dv < dmin else dmin
-                            if not linf:
-                                delta += dv if dv > 0 else -dv
-                        if linf:
-                            delta = dmax if dmax > -dmin else -dmin
-                        full = delta < t1
-                        if full:
-                            mode = 2
-                        elif delta < t2 and (linf or (dmax <= hi and dmin >= lo)):
-                            mode = 1
-                        else:
-                            mode = 0
-                        modes[bm + r * rm + g] = mode
-                        if full:
-                            if write_eff:
-                                prev = oe - pstep * re
-                                for c in range(c0, c1):
-                                    xe[oe + c] = xe[prev + c]
-                        else:
-                            for c in range(c0, c1):
-                                eff[c] = q[c]
-                            if write_eff:
-                                for c in range(c0, c1):
-                                    xe[oe + c] = x[ox + c]
+                    _decide_run_line(x, xe, modes, bx + r0 * rx, be + r0 * re, bm + r0 * rm + g0, pstep * rx,
+                                     pstep * re, pstep * rm, L, offsets[g0], n, size, s, eff, q, d, t1s[g0],
+                                     t2s[g0], linf, lo, hi, write_eff)
     return True
 
 
@@ -400,5 +338,5 @@ def decide_effective_cpu(A: torch.Tensor, grid, groups, config, modes: torch.Ten
     return bool(_decide_matrices(
         xa, xa if A_eff is None else _storage(A_eff), _storage(modes), bases, row_strides, S, grid.prefix,
         grid.T, grid.H, grid.W, np.asarray((*groups.offsets, K), dtype=np.int64),
-        np.asarray([Axis.parse(a).dim for a in groups.axes], dtype=np.int64), t1s, t2s, np.float32(127),
+        np.asarray(group_runs(groups), dtype=np.int64).reshape(-1, 3), np.asarray([Axis.parse(a).dim for a in groups.axes], dtype=np.int64), t1s, t2s, np.float32(127),
         linf, -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1, A_eff is not None))

@@ -33,7 +33,7 @@ from .config import ReuseConfig
 from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
 from .modes import Mode, ModeMap
-from .quant import group_runs, quant_scale
+from .quant import group_runs, quant_scale, raise_non_finite
 
 _FULL = int(Mode.FULL)
 
@@ -114,8 +114,7 @@ def _decide_effective(
         raise ValueError(f"A must have shape (..., S, K), got {tuple(A.shape)}")
     grid.check_seq_len(A.shape[-2], "operand A")
     check_plain_config(config)
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown decision backend {backend!r}: use one of {BACKENDS}")
+    _check_backend(backend)
     if backend != "torch" and config.granularity == "group" and config.theta2 > 0:
         from . import cpu_kernels  # numba: imported (and compiled) on the first decision, not with kaleido
 
@@ -125,7 +124,7 @@ def _decide_effective(
             modes = torch.zeros(*A.shape[:-2], grid.seq_len, len(groups), dtype=torch.uint8)
             A_eff = A if config.theta1 == 0.0 else torch.empty_like(A)
             if not cpu_kernels.decide_effective_cpu(A, grid, groups, config, modes, None if A_eff is A else A_eff):
-                quant_scale(A, groups, config.granularity)  # raises, naming the non-finite values
+                raise_non_finite(A, "operand A")
             return ModeMap(modes, grid, groups, config.low_bits), A_eff
     scale = quant_scale(A, groups, config.granularity)  # validates dims and finiteness
     lead = tuple(A.shape[:-2])
@@ -152,6 +151,11 @@ def _decide_effective(
 BACKENDS = ("auto", "kernel", "torch")
 
 
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown decision backend {backend!r}: use one of {BACKENDS}")
+
+
 def decide_grid(
     x: torch.Tensor, x_eff: torch.Tensor | None, modes: torch.Tensor, scale: torch.Tensor,
     groups: ChannelGroups, config: ReuseConfig, backend: str = "auto",
@@ -170,8 +174,7 @@ def decide_grid(
     :func:`~kaleido.reuse.cpu_kernels.serial_pays`; ``"torch"``
     forces the torch loop (any device and dtype; nothing in it synchronises with the host).
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown decision backend {backend!r}: use one of {BACKENDS}")
+    _check_backend(backend)
     lo, hi = -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1
     linf = config.metric == "linf"
     nl = x.dim() - 4

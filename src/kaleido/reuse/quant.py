@@ -26,11 +26,16 @@ def _check_float(x: torch.Tensor, what: str) -> None:
         raise ValueError(f"{what} must be a floating-point tensor to quantise, got {x.dtype}")
 
 
+def raise_non_finite(x: torch.Tensor, what: str) -> None:
+    """The one-line refusal of an operand ``x`` known to hold NaN/inf, naming how many."""
+    n = int((~torch.isfinite(x)).sum())
+    raise ValueError(f"{what} holds {n} non-finite values (NaN/inf); reuse needs finite operands")
+
+
 def _refuse_non_finite(x: torch.Tensor, what: str, evidence: torch.Tensor) -> None:
     """Raise if ``evidence`` (``x`` itself, or a reduction of it that NaN/inf reach) is not all finite."""
     if not bool(torch.isfinite(evidence).all()):
-        n = int((~torch.isfinite(x)).sum())
-        raise ValueError(f"{what} holds {n} non-finite values (NaN/inf); reuse needs finite operands")
+        raise_non_finite(x, what)
 
 
 def _check_finite(x: torch.Tensor, what: str) -> None:
@@ -92,17 +97,17 @@ def quant_scale(x: torch.Tensor, groups: ChannelGroups, granularity: str = "grou
     groups.check_dim(x.shape[-1], "quantised operand")
     _check_float(x, "operand A")
     if granularity == "group":
-        # per channel over the tokens first (one fast reduction along S over the whole operand), then over
-        # each group's few channels: the same maxima (max is associative) at 20-30x less time than reducing
-        # (S, size) of each run at once, which the CPU kernels do slowly
         from .cpu_kernels import group_scale  # numba: imported on first use, not with kaleido
 
         compiled = group_scale(x.detach(), (*groups.offsets, groups.dim), QMAX)
         if compiled is not None:  # one compiled pass on a CPU float32 operand: the same scale, bit for bit
             scale, finite = compiled
             if not finite:
-                _refuse_non_finite(x, "operand A", torch.tensor(float("nan")))
+                raise_non_finite(x, "operand A")
             return scale
+        # per channel over the tokens first (one fast reduction along S over the whole operand), then over
+        # each group's few channels: the same maxima (max is associative) at 20-30x less time than reducing
+        # (S, size) of each run at once, which the CPU kernels do slowly
         per_channel = _max_abs(x, (-2,))  # (..., 1, K)
         parts = []
         for g0, n, size in group_runs(groups):
