@@ -3,9 +3,10 @@
 import dataclasses
 import importlib
 
+import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kaleido.reuse import ChannelGroups, ReuseConfig, TokenGrid, decide_effective, quantize
@@ -161,3 +162,56 @@ def test_fused_decision_refuses_non_finite_operands():
     A[3, 1] = float("nan")
     with pytest.raises(ValueError, match="1 non-finite"):
         decide_effective(A, grid, groups, ReuseConfig(2, 4), backend="kernel")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # constant
+@given(grid=grids(max_side=5), groups=channel_groups(max_groups=4, max_size=6), cfg=configs(),
+       seed=st.integers(0, 10_000), strided=st.booleans(), threads=st.integers(2, 5), lead=st.sampled_from([1, 2]))
+def test_threaded_kernels_equal_the_torch_path(monkeypatch, grid, groups, cfg, seed, strided, threads, lead):
+    """Split over threads (as every real-size operand is: lines, matrices and a matrix's rows shared out),
+    the scale, the modes and the effective operand are the single-threaded torch path's, bit for bit."""
+    from kaleido.reuse import cpu_kernels
+
+    monkeypatch.setattr(cpu_kernels, "PARALLEL_MIN_ELEMENTS", 0)
+    A = correlated_rows((lead,), grid, groups.dim, seed, step=1.0)
+    if strided:
+        A = A.unsqueeze(1).expand(lead, 2, *A.shape[1:]).transpose(1, 2).contiguous().transpose(1, 2)
+    m1, e1 = decide_effective(A, grid, groups, cfg, backend="torch")
+    view = (lambda t: t[..., grid.grid_slice, :].unflatten(-2, grid.shape))  # noqa: E731
+    scale = quant_scale(A, groups, cfg.granularity)
+    m3 = torch.zeros_like(m1.modes)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)  # the kernels split their work in this many parts
+    try:
+        m2, e2 = decide_effective(A, grid, groups, cfg, backend="kernel")
+        s2, finite = cpu_kernels.group_scale(A, (*groups.offsets, groups.dim), 127)
+        dec.decide_grid(view(A), None, view(m3), scale.unsqueeze(-2).unsqueeze(-2), groups, cfg, "kernel")
+    finally:
+        torch.set_num_threads(saved)
+    assert torch.equal(m1.modes, m2.modes) and torch.equal(e1, e2)
+    assert finite and torch.equal(s2, quant_scale(A, groups, "group"))
+    assert torch.equal(m3, m1.modes)
+
+
+@given(costs=st.lists(st.integers(0, 50), min_size=1, max_size=40), n=st.integers(1, 8))
+def test_balanced_parts_cover_every_item_once(costs, n):
+    from kaleido.reuse.cpu_kernels import _balanced_parts
+
+    parts = _balanced_parts(np.asarray(costs, dtype=np.float64), n)
+    assert parts[0][0] == 0 and parts[-1][1] == len(costs) and len(parts) <= n
+    assert all(i0 < i1 for i0, i1 in parts) and all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    if n > 1 and len(costs) >= n and min(costs) > 0:
+        assert len(parts) > 1  # shared out, not left on one thread
+
+
+def test_a_failing_part_raises_on_the_calling_thread():
+    from kaleido.reuse.cpu_kernels import _on_threads
+
+    def kernel(fail_at, i0, i1):
+        if i0 <= fail_at < i1:
+            raise ValueError(f"part {i0}")
+        return i1 - i0
+
+    assert _on_threads(kernel, (99,), [(0, 2), (2, 5)]) == [2, 3]
+    with pytest.raises(ValueError, match="part 2"):
+        _on_threads(kernel, (3,), [(0, 2), (2, 5)])

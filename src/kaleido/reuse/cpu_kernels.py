@@ -26,6 +26,8 @@ The torch code stays the path for every other device and dtype (CUDA, bf16, fp16
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 import torch
@@ -35,16 +37,48 @@ from .quant import group_runs
 
 #: input dtypes the kernel takes; anything else (bf16, fp16, another device) uses the torch loop
 KERNEL_DTYPES = (torch.float32, torch.float64, torch.int8)
-#: with more than one torch thread, operands larger than this keep the torch code, whose ops run on every
-#: thread (the kernels are serial).  Measured on 2 CPU cores: a 1280 x 128 operand decides in 0.41 ms
-#: compiled against 0.83 ms in torch ops (dispatch-bound), a 4680 x 1536 one in 16 ms against 9 ms
-KERNEL_MAX_ELEMENTS = 1 << 20
+#: operands with fewer elements than this run on the calling thread alone (starting a thread costs
+#: ~0.1 ms; a 1280 x 128 operand decides in 0.1 ms)
+PARALLEL_MIN_ELEMENTS = 1 << 18
 
 
-def serial_pays(numel: int) -> bool:
-    """Whether a serial compiled pass over ``numel`` elements beats torch's ops: at one torch thread always,
-    at more up to :data:`KERNEL_MAX_ELEMENTS`."""
-    return torch.get_num_threads() == 1 or numel <= KERNEL_MAX_ELEMENTS
+def _n_threads(numel: int) -> int:
+    """How many threads a kernel call over ``numel`` elements uses: torch's intra-op thread count (its
+    threads sleep meanwhile), or one for a small operand."""
+    return 1 if numel < PARALLEL_MIN_ELEMENTS else max(1, torch.get_num_threads())
+
+
+def _balanced_parts(costs: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """At most ``n`` contiguous ranges ``[i0, i1)`` of the items of ``costs``, each of about equal cost."""
+    if n <= 1 or costs.shape[0] <= 1:
+        return [(0, int(costs.shape[0]))]
+    cum = np.cumsum(costs, dtype=np.float64)
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1
+    bounds = [0, *sorted({int(min(c, costs.shape[0])) for c in cuts}), int(costs.shape[0])]
+    return [(i0, i1) for i0, i1 in zip(bounds[:-1], bounds[1:]) if i1 > i0]
+
+
+def _on_threads(kernel, args: tuple, parts: list[tuple[int, int]]) -> list:
+    """``kernel(*args, i0, i1)`` for every part, the first on the calling thread and the others on threads of
+    their own (the kernels release the GIL); their results in order.  A kernel's exception is re-raised."""
+    results: list = [None] * len(parts)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            results[i] = kernel(*args, *parts[i])
+        except BaseException as e:  # noqa: BLE001 - re-raised on the calling thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(1, len(parts))]
+    for t in threads:
+        t.start()
+    work(0)
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -55,34 +89,40 @@ def _decide_run_line(x, xe, modes, ox, oe, om, sx, se, sm, L, c0, n, size, s, ef
     ``p < L`` along the reuse axis.  ``s`` the per-channel scale and ``eff`` / ``q`` / ``d`` buffers, all
     indexed by channel.  Position 0 computes (its modes are left as they are).  The int8 units are held as
     int32 (integer reductions vectorise); ``rint(x / s)`` is torch's ``div(x, s).round_()``; every difference,
-    maximum and sum is an exact integer."""
-    c1 = c0 + n * size
-    for c in range(c0, c1):
-        eff[c] = np.int32(np.rint(x[ox + c] / s[c]))
+    maximum and sum is an exact integer.  Every loop runs over a slice (a row view), not over offsets into the
+    flat storage: only then does LLVM vectorise it (measured 10x on a row's channel loop)."""
+    C = n * size
+    sr, er, qr, dr = s[c0 : c0 + C], eff[c0 : c0 + C], q[c0 : c0 + C], d[c0 : c0 + C]
+    xr = x[ox + c0 : ox + c0 + C]
+    for c in range(C):
+        er[c] = np.int32(np.rint(xr[c] / sr[c]))
     if write_eff:
-        for c in range(c0, c1):
-            xe[oe + c] = x[ox + c]
+        xer = xe[oe + c0 : oe + c0 + C]
+        for c in range(C):
+            xer[c] = xr[c]
     for p in range(1, L):
-        px, pe = ox + p * sx, oe + p * se
-        for c in range(c0, c1):  # the run's whole row at once: one contiguous pass
-            qv = np.int32(np.rint(x[px + c] / s[c]))
-            q[c] = qv
-            d[c] = qv - eff[c]
+        px, pe = ox + p * sx + c0, oe + p * se + c0
+        xr = x[px : px + C]
+        for c in range(C):  # the run's whole row at once: one contiguous pass
+            qv = np.int32(np.rint(xr[c] / sr[c]))
+            qr[c] = qv
+            dr[c] = qv - er[c]
+        mr = modes[om + p * sm : om + p * sm + n]
+        if write_eff:
+            xer, xpr = xe[pe : pe + C], xe[pe - se : pe - se + C]  # this row's and the previous one's
         for g in range(n):
-            g0 = c0 + g * size
+            dg = dr[g * size : (g + 1) * size]
             if linf:  # one reduction: max |d| (every d then fits: theta2 <= 2**(low_bits-1))
                 delta = 0
-                for c in range(g0, g0 + size):
-                    dv = d[c] if d[c] > 0 else -d[c]
-                    delta = dv if dv > delta else delta
+                for c in range(size):
+                    delta = max(delta, abs(dg[c]))
                 fits = True
             else:
-                delta, dmax, dmin = 0, d[g0], d[g0]
-                for c in range(g0, g0 + size):
-                    dv = d[c]
-                    dmax = dv if dv > dmax else dmax
-                    dmin = dv if dv < dmin else dmin
-                    delta += dv if dv > 0 else -dv
+                delta, dmax, dmin = 0, dg[0], dg[0]
+                for c in range(size):
+                    dmax = max(dmax, dg[c])
+                    dmin = min(dmin, dg[c])
+                    delta += abs(dg[c])
                 fits = dmax <= hi and dmin >= lo
             full = delta < t1
             if full:
@@ -91,23 +131,25 @@ def _decide_run_line(x, xe, modes, ox, oe, om, sx, se, sm, L, c0, n, size, s, ef
                 mode = 1
             else:
                 mode = 0
-            modes[om + p * sm + g] = mode
+            mr[g] = mode
+            g0 = g * size
             if full:
                 if write_eff:
                     for c in range(g0, g0 + size):
-                        xe[pe + c] = xe[pe - se + c]
+                        xer[c] = xpr[c]
             else:
                 for c in range(g0, g0 + size):
-                    eff[c] = q[c]
+                    er[c] = qr[c]
                 if write_eff:
                     for c in range(g0, g0 + size):
-                        xe[pe + c] = x[px + c]
+                        xer[c] = xr[c]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _decide_lines(x, xe, modes, scale, bases, strides, L, A, B, n, size, t1, t2, linf, lo, hi,
-                  write_eff):  # pragma: no cover - compiled
-    """Decide every line of a run of ``n`` groups of ``size`` channels along the reuse axis.
+                  write_eff, l0, l1):  # pragma: no cover - compiled
+    """Decide lines ``l0 <= l < l1`` (``l = (k * A + a) * B + b``) of a run of ``n`` groups of ``size`` channels
+    along the reuse axis.
 
     ``x`` / ``xe`` / ``modes``: 1-D views of the storage (channels at stride 1);
     ``bases[k]`` ``(x, xe, modes, scale)`` offsets of leading index ``k``; ``strides[v]``
@@ -116,15 +158,14 @@ def _decide_lines(x, xe, modes, scale, bases, strides, L, A, B, n, size, t1, t2,
     eff = np.empty(n * size, np.int32)
     q = np.empty(n * size, np.int32)
     d = np.empty(n * size, np.int32)
-    for k in range(bases.shape[0]):
-        s = scale[bases[k, 3]]
-        for a in range(A):
-            for b in range(B):
-                _decide_run_line(x, xe, modes, bases[k, 0] + a * strides[0, 1] + b * strides[0, 2],
-                                 bases[k, 1] + a * strides[1, 1] + b * strides[1, 2],
-                                 bases[k, 2] + a * strides[2, 1] + b * strides[2, 2],
-                                 strides[0, 0], strides[1, 0], strides[2, 0], L, 0, n, size, s, eff, q, d,
-                                 t1, t2, linf, lo, hi, write_eff)
+    for line in range(l0, l1):
+        k, ab = line // (A * B), line % (A * B)
+        a, b = ab // B, ab % B
+        _decide_run_line(x, xe, modes, bases[k, 0] + a * strides[0, 1] + b * strides[0, 2],
+                         bases[k, 1] + a * strides[1, 1] + b * strides[1, 2],
+                         bases[k, 2] + a * strides[2, 1] + b * strides[2, 2],
+                         strides[0, 0], strides[1, 0], strides[2, 0], L, 0, n, size, scale[bases[k, 3]], eff, q, d,
+                         t1, t2, linf, lo, hi, write_eff)
 
 
 def _storage(t: torch.Tensor) -> np.ndarray:
@@ -176,46 +217,64 @@ def decide_run(
     bases = np.array([off + [k] for k, off in enumerate(_lead_offsets(lead, xs[:nl], es[:nl], ms[:nl]))],
                      dtype=np.int64)
     xa = _storage(x)
-    _decide_lines(xa, xa if x_eff is None else _storage(x_eff), _storage(modes), scale, bases, strides,
-                  x.shape[dim], x.shape[a], x.shape[b], n, size,
-                  float(np.float32(thresholds[0])), float(np.float32(thresholds[1])), linf, lo, hi, x_eff is not None)
+    A, B = x.shape[a], x.shape[b]
+    lines = bases.shape[0] * A * B
+    parts = _balanced_parts(np.ones(lines), _n_threads(x.numel()))
+    _on_threads(_decide_lines, (xa, xa if x_eff is None else _storage(x_eff), _storage(modes), scale, bases, strides,
+                                x.shape[dim], A, B, n, size, float(np.float32(thresholds[0])),
+                                float(np.float32(thresholds[1])), linf, lo, hi, x_eff is not None), parts)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _matrix_group_scales(x, base, rows, row_stride, offsets, qmax, m, out):  # pragma: no cover - compiled
-    """One matrix's ``"group"`` scale into ``out`` ``(K,)``: max |x| per channel over the rows (``m``: a ``(K,)``
-    buffer), then per group (``offsets``: group g = channels offsets[g]:offsets[g+1]), over ``qmax`` (float32; 1
-    where the maximum is 0).  Returns whether every maximum is finite.  No fastmath: ``v != v`` must see NaN;
-    the channel loop is elementwise, so it vectorises anyway."""
-    K = m.shape[0]
-    for c in range(K):
-        m[c] = 0.0
-    for r in range(rows):
-        b = base + r * row_stride
-        for c in range(K):
-            v = abs(x[b + c])
-            m[c] = v if (v > m[c]) | (v != v) else m[c]
-    finite = True
-    for g in range(offsets.shape[0] - 1):
-        gm = m[offsets[g]]
-        for c in range(offsets[g] + 1, offsets[g + 1]):
-            gm = m[c] if (m[c] > gm) | (m[c] != m[c]) else gm
-        finite = finite and np.isfinite(gm)
-        sc = gm / qmax if gm > 0 else np.float32(1.0)
-        for c in range(offsets[g], offsets[g + 1]):
-            out[c] = sc
-    return finite
+def _channel_absmax(x, bases, row_stride, K, chunks, out, i0, i1):  # pragma: no cover - compiled
+    """``out[i]`` ``(K,)`` = max |x| per channel over rows ``r0 <= r < r1`` of matrix ``k`` (at ``bases[k]``) for
+    each chunk ``chunks[i] = (k, r0, r1)``, ``i0 <= i < i1``.  NaN propagates (``v != v``), so the finiteness
+    check can read the result.  No fastmath: ``v != v`` must see NaN; the loop runs over a row view, so it
+    vectorises anyway."""
+    for i in range(i0, i1):
+        k, r0, r1 = chunks[i, 0], chunks[i, 1], chunks[i, 2]
+        m = out[i]
+        m[:] = 0.0
+        for r in range(r0, r1):
+            o = bases[k] + r * row_stride
+            xr = x[o : o + K]
+            for c in range(K):
+                v = abs(xr[c])
+                m[c] = v if (v > m[c]) | (v != v) else m[c]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _group_scales(x, bases, rows, row_stride, K, offsets, qmax, out):  # pragma: no cover - compiled
-    """:func:`_matrix_group_scales` of every matrix (``bases``: their offsets) into ``out`` ``(n, K)``."""
-    m = np.empty(K, np.float32)
+def _scales_of(m, offsets, qmax, out):  # pragma: no cover - compiled
+    """Per group (``offsets``: group g = channels offsets[g]:offsets[g+1]) of each matrix's channel maxima
+    ``m`` ``(n, K)``: the maximum over ``qmax`` (1 where it is 0) into every channel of ``out`` ``(n, K)``.
+    Returns whether every maximum is finite."""
     finite = True
-    for k in range(bases.shape[0]):
-        ok = _matrix_group_scales(x, bases[k], rows, row_stride, offsets, qmax, m, out[k])
-        finite = finite and ok
+    for k in range(m.shape[0]):
+        for g in range(offsets.shape[0] - 1):
+            gm = m[k, offsets[g]]
+            for c in range(offsets[g] + 1, offsets[g + 1]):
+                gm = m[k, c] if (m[k, c] > gm) | (m[k, c] != m[k, c]) else gm
+            finite = finite and np.isfinite(gm)
+            sc = gm / qmax if gm > 0 else np.float32(1.0)
+            for c in range(offsets[g], offsets[g + 1]):
+                out[k, c] = sc
     return finite
+
+
+def _group_scales(xa: np.ndarray, bases: np.ndarray, S: int, row_stride: int, K: int, offsets: np.ndarray,
+                  qmax: int, out: np.ndarray, threads: int) -> bool:
+    """The ``"group"`` scale of every matrix (``bases``: their offsets into ``xa``, ``S`` rows each) into ``out``
+    ``(n, K)``, on ``threads`` threads (a matrix's rows split between them when there are fewer matrices than
+    threads); returns whether every maximum is finite."""
+    n = bases.shape[0]
+    per = max(1, min(S, -(-threads // n)))  # row chunks per matrix
+    edges = np.linspace(0, S, per + 1).astype(np.int64)
+    chunks = np.array([(k, edges[j], edges[j + 1]) for k in range(n) for j in range(per)], dtype=np.int64)
+    partial = np.empty((n * per, K), np.float32)
+    _on_threads(_channel_absmax, (xa, bases, row_stride, K, chunks, partial),
+                _balanced_parts(np.ones(len(chunks)), threads))
+    m = partial.reshape(n, per, K).max(axis=1) if per > 1 else partial  # np.max propagates NaN
+    return bool(_scales_of(m, offsets, np.float32(qmax), out))
 
 
 def _plain_cpu_float32(x: torch.Tensor) -> bool:
@@ -226,15 +285,15 @@ def _plain_cpu_float32(x: torch.Tensor) -> bool:
 def group_scale(x: torch.Tensor, offsets: tuple[int, ...], qmax: int) -> tuple[torch.Tensor, bool] | None:
     """The ``"group"`` quantisation scale of ``x`` ``(..., S, K)`` in one pass: ``((..., 1, K) float32,
     every maximum finite)``, or ``None`` where the kernel does not apply (not a CPU float32 tensor with
-    channels at stride 1) or does not pay (:func:`serial_pays`).  ``offsets``: the groups' channel offsets and ``K`` last."""
-    if not _plain_cpu_float32(x) or not serial_pays(x.numel()):
+    channels at stride 1).  ``offsets``: the groups' channel offsets and ``K`` last."""
+    if not _plain_cpu_float32(x):
         return None
     lead, (S, K) = tuple(x.shape[:-2]), x.shape[-2:]
     out = torch.empty(*lead, 1, K, dtype=torch.float32)
     bases = np.array([o[0] for o in _lead_offsets(lead, x.stride()[:-2])], dtype=np.int64)
-    finite = _group_scales(_storage(x), bases, S, x.stride(-2), K, np.asarray(offsets, dtype=np.int64),
-                           np.float32(qmax), out.view(-1, K).numpy())
-    return out, bool(finite)
+    finite = _group_scales(_storage(x), bases, S, x.stride(-2), K, np.asarray(offsets, dtype=np.int64), qmax,
+                           out.view(-1, K).numpy(), _n_threads(x.numel()))
+    return out, finite
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -268,48 +327,56 @@ def mode_histograms(modes: torch.Tensor, with_patterns: bool) -> tuple[torch.Ten
     return counts, patterns if with_patterns else None
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")  # no fastmath: the scale's NaN checks must stand
-def _decide_matrices(x, xe, modes, bases, row_strides, S, prefix, T, H, W, offsets, runs, axes, t1s, t2s, qmax,
-                     linf, lo, hi, write_eff):  # pragma: no cover - compiled
-    """:func:`decide_effective_cpu` on the storages (``runs``: ``(first group, n, size)`` of each run of groups
-    of one size and axis); returns whether every scale is finite (else nothing is decided)."""
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _decide_items(x, xe, modes, bases, row_strides, prefix, T, H, W, offsets, runs, axes, t1s, t2s, scales,
+                  linf, lo, hi, write_eff, items, i0, i1):  # pragma: no cover - compiled
+    """:func:`decide_effective_cpu`'s lines on the storages: for each item ``items[i] = (k, j, l0, l1)``,
+    ``i0 <= i < i1``, lines ``l0 <= l < l1`` of run ``j`` (``runs[j]``: first group, n, size; one size and axis)
+    of matrix ``k`` (``bases[k]``: its x, xe, modes offsets), with its scale ``scales[k]``."""
     K = offsets[offsets.shape[0] - 1]
     rx, re, rm = row_strides[0], row_strides[1], row_strides[2]
-    m = np.empty(K, np.float32)
-    s = np.empty(K, np.float32)
     eff = np.empty(K, np.int32)
     q = np.empty(K, np.int32)
     d = np.empty(K, np.int32)
-    n_grid = T * H * W
-    for k in range(bases.shape[0]):
+    for i in range(i0, i1):
+        k, j, l0, l1 = items[i, 0], items[i, 1], items[i, 2], items[i, 3]
         bx, be, bm = bases[k, 0], bases[k, 1], bases[k, 2]
-        if not _matrix_group_scales(x, bx, S, rx, offsets, qmax, m, s):
-            return False
-        if write_eff:
-            for r in range(S):
-                if r < prefix or r >= prefix + n_grid:
-                    for c in range(K):
-                        xe[be + r * re + c] = x[bx + r * rx + c]
-        for j in range(runs.shape[0]):
-            g0, n, size = runs[j, 0], runs[j, 1], runs[j, 2]
-            ax = axes[g0]
-            L = T if ax == 0 else (H if ax == 1 else W)
-            pstep = H * W if ax == 0 else (W if ax == 1 else 1)  # rows between neighbours along the axis
-            A = H if ax == 0 else T
-            B = W if ax != 2 else H
-            for a in range(A):
-                for b in range(B):
-                    # the line's first row: (t, h, w) with the axis coordinate 0
-                    if ax == 0:
-                        r0 = prefix + a * W + b
-                    elif ax == 1:
-                        r0 = prefix + a * H * W + b
-                    else:
-                        r0 = prefix + (a * H + b) * W
-                    _decide_run_line(x, xe, modes, bx + r0 * rx, be + r0 * re, bm + r0 * rm + g0, pstep * rx,
-                                     pstep * re, pstep * rm, L, offsets[g0], n, size, s, eff, q, d, t1s[g0],
-                                     t2s[g0], linf, lo, hi, write_eff)
-    return True
+        g0, n, size = runs[j, 0], runs[j, 1], runs[j, 2]
+        ax = axes[g0]
+        L = T if ax == 0 else (H if ax == 1 else W)
+        pstep = H * W if ax == 0 else (W if ax == 1 else 1)  # rows between neighbours along the axis
+        B = W if ax != 2 else H
+        for line in range(l0, l1):
+            a, b = line // B, line % B
+            # the line's first row: (t, h, w) with the axis coordinate 0
+            if ax == 0:
+                r0 = prefix + a * W + b
+            elif ax == 1:
+                r0 = prefix + a * H * W + b
+            else:
+                r0 = prefix + (a * H + b) * W
+            _decide_run_line(x, xe, modes, bx + r0 * rx, be + r0 * re, bm + r0 * rm + g0, pstep * rx,
+                             pstep * re, pstep * rm, L, offsets[g0], n, size, scales[k], eff, q, d, t1s[g0],
+                             t2s[g0], linf, lo, hi, write_eff)
+
+
+def _line_items(n_mat: int, runs: np.ndarray, axes: np.ndarray, T: int, H: int, W: int,
+                threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(items, costs)`` for :func:`_decide_items`: every (matrix, run) with its lines, the lines split in
+    ``threads`` ranges where there are too few (matrix, run) pairs to share out whole."""
+    lengths = (T, H, W)
+    pairs = n_mat * runs.shape[0]
+    split = 1 if pairs >= 4 * threads else threads
+    items, costs = [], []
+    for k in range(n_mat):
+        for j, (g0, n, size) in enumerate(runs):
+            L = lengths[axes[g0]]
+            lines = T * H * W // L
+            edges = np.linspace(0, lines, min(split, lines) + 1).astype(np.int64)
+            for l0, l1 in zip(edges[:-1], edges[1:]):
+                items.append((k, j, l0, l1))
+                costs.append((l1 - l0) * L * n * size)
+    return np.array(items, dtype=np.int64).reshape(-1, 4), np.array(costs, dtype=np.float64)
 
 
 def fused_applies(A: torch.Tensor) -> bool:
@@ -320,23 +387,36 @@ def fused_applies(A: torch.Tensor) -> bool:
 
 def decide_effective_cpu(A: torch.Tensor, grid, groups, config, modes: torch.Tensor,
                          A_eff: torch.Tensor | None) -> bool:
-    """The whole float-path decision of a CPU float32 operand ``A`` ``(..., S, K)`` with ``"group"`` scales in
-    one compiled call: the scale, every group's lines, the modes into ``modes`` ``(..., S, G)`` (zeros) and,
-    unless ``A_eff`` is ``None``, every row of ``A_eff`` (``A``'s shape).  Returns ``False`` without deciding
-    when a scale is not finite (the caller raises).  Equal to ``quant_scale`` -> ``decide_grid`` (tested)."""
+    """The whole float-path decision of a CPU float32 operand ``A`` ``(..., S, K)`` with ``"group"`` scales:
+    the scale, every group's lines, the modes into ``modes`` ``(..., S, G)`` (zeros) and, unless ``A_eff`` is
+    ``None``, every row of ``A_eff`` (``A``'s shape).  Two compiled passes (the scale, then the lines), each on
+    torch's intra-op threads for a large operand.  Returns ``False`` without deciding when a scale is not
+    finite (the caller raises).  Equal to ``quant_scale`` -> ``decide_grid`` (tested)."""
     lead = tuple(A.shape[:-2])
     S, K = A.shape[-2], A.shape[-1]
     e = A if A_eff is None else A_eff
     nl = len(lead)
     bases = np.array(_lead_offsets(lead, A.stride()[:nl], e.stride()[:nl], modes.stride()[:nl]), dtype=np.int64)
+    threads = _n_threads(A.numel())
+    offsets = np.asarray((*groups.offsets, K), dtype=np.int64)
+    xa = _storage(A)
+    scales = np.empty((bases.shape[0], K), np.float32)
+    if not _group_scales(xa, np.ascontiguousarray(bases[:, 0]), S, A.stride(-2), K, offsets, 127, scales, threads):
+        return False
+    if A_eff is not None:  # rows off the grid compute: their effective operand is their own
+        for sl in (slice(0, grid.prefix), slice(grid.prefix + grid.n_grid, S)):
+            if sl.stop > sl.start:
+                A_eff[..., sl, :] = A[..., sl, :]
     row_strides = np.array([A.stride(-2), e.stride(-2), modes.stride(-2)], dtype=np.int64)
     size = np.asarray(groups.sizes, dtype=np.float64)
     linf = config.metric == "linf"
     t1s = (np.full(len(groups), config.theta1) if linf else config.theta1 * size).astype(np.float32).astype(np.float64)
     t2s = (np.full(len(groups), config.theta2) if linf else config.theta2 * size).astype(np.float32).astype(np.float64)
-    xa = _storage(A)
-    return bool(_decide_matrices(
-        xa, xa if A_eff is None else _storage(A_eff), _storage(modes), bases, row_strides, S, grid.prefix,
-        grid.T, grid.H, grid.W, np.asarray((*groups.offsets, K), dtype=np.int64),
-        np.asarray(group_runs(groups), dtype=np.int64).reshape(-1, 3), np.asarray([Axis.parse(a).dim for a in groups.axes], dtype=np.int64), t1s, t2s, np.float32(127),
-        linf, -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1, A_eff is not None))
+    runs = np.asarray(group_runs(groups), dtype=np.int64).reshape(-1, 3)
+    axes = np.asarray([Axis.parse(a).dim for a in groups.axes], dtype=np.int64)
+    items, costs = _line_items(bases.shape[0], runs, axes, grid.T, grid.H, grid.W, threads)
+    _on_threads(_decide_items, (xa, xa if A_eff is None else _storage(A_eff), _storage(modes), bases, row_strides,
+                                grid.prefix, grid.T, grid.H, grid.W, offsets, runs, axes, t1s, t2s, scales, linf,
+                                -(2 ** (config.low_bits - 1)), 2 ** (config.low_bits - 1) - 1, A_eff is not None,
+                                items), _balanced_parts(costs, threads))
+    return True

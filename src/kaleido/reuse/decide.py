@@ -118,7 +118,7 @@ def _decide_effective(
     if backend != "torch" and config.granularity == "group" and config.theta2 > 0:
         from . import cpu_kernels  # numba: imported (and compiled) on the first decision, not with kaleido
 
-        if cpu_kernels.fused_applies(A) and (backend == "kernel" or cpu_kernels.serial_pays(A.numel())):
+        if cpu_kernels.fused_applies(A):
             # the scale, every group's lines, the modes and the effective operand in one compiled call
             groups.check_dim(A.shape[-1], "quantised operand")
             modes = torch.zeros(*A.shape[:-2], grid.seq_len, len(groups), dtype=torch.uint8)
@@ -170,8 +170,8 @@ def decide_grid(
 
     ``backend``: on the CPU with float32 / float64 / int8 operands, ``"auto"`` runs the
     compiled kernel of :mod:`kaleido.reuse.cpu_kernels` (the same modes and effective
-    operand bit for bit, one serial pass instead of a dozen ops per position) where
-    :func:`~kaleido.reuse.cpu_kernels.serial_pays`; ``"torch"``
+    operand bit for bit, one pass per line instead of a dozen ops per position, on torch's
+    intra-op threads for a large operand); ``"torch"``
     forces the torch loop (any device and dtype; nothing in it synchronises with the host).
     """
     _check_backend(backend)
@@ -182,7 +182,7 @@ def decide_grid(
     if backend != "torch":
         from . import cpu_kernels  # numba: imported (and compiled) on the first decision, not with kaleido
 
-        if (backend == "kernel" or cpu_kernels.serial_pays(x.numel())) and cpu_kernels.kernel_applies(x, x_eff, modes):
+        if cpu_kernels.kernel_applies(x, x_eff, modes):
             kernel = cpu_kernels
         elif backend == "kernel":
             raise ValueError(
