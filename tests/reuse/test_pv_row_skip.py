@@ -78,3 +78,32 @@ def test_skipped_rows_equal_attention_on_the_effective_query(seed, axis):
     _, q_eff = decide_effective(q.transpose(1, 2), grid, _one_axis(axis), cfg)
     ref = F.scaled_dot_product_attention(q_eff, k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(T=st.integers(1, 3), Hh=st.integers(1, 3), W=st.integers(1, 4), prefix=st.integers(0, 2),
+       suffix=st.integers(0, 2), axis=st.sampled_from(["t", "h", "w"]), seed=st.integers(0, 999))
+def test_skipped_rows_take_their_chains_anchor_row(T, Hh, W, prefix, suffix, axis, seed):
+    """copy_skipped_rows (in place, a position at a time) = every skipped row gathering its chain's anchor
+    (anchor_index of the skip map: the nearest earlier row along the axis that was not skipped)."""
+    from kaleido.reuse.attention import copy_skipped_rows
+    from kaleido.reuse.decide import anchor_index
+    from kaleido.reuse.modes import ModeMap
+
+    grid = TokenGrid(T, Hh, W, prefix=prefix, suffix=suffix)
+    g = torch.Generator().manual_seed(seed)
+    one = ChannelGroups((1,), (axis,), ("row",))
+    # a random skip map that is valid: no row at position 0 of the axis, no row off the grid
+    modes = (torch.rand(2, 3, grid.seq_len, 1, generator=g) < 0.6).to(torch.uint8) * int(Mode.FULL)
+    pos = grid.to_lines(torch.arange(grid.n_grid).view(-1, 1), axis)  # (L, n_lines, 1)
+    first = pos[0].flatten() + prefix
+    modes[:, :, first] = 0
+    modes[:, :, :prefix] = 0
+    modes[:, :, prefix + grid.n_grid :] = 0
+    skipped = modes[..., 0] == int(Mode.FULL)
+    out = torch.randn(2, 3, grid.seq_len, 5, generator=g)
+    src = anchor_index(ModeMap(modes, grid, one, 4))[..., 0]
+    expected = out.gather(-2, src.unsqueeze(-1).expand(out.shape))
+    qk = ModeMap(modes.expand(2, 3, grid.seq_len, 2).contiguous(), grid, ChannelGroups((2, 2), (axis, axis), ("a", "b")), 4)
+    got = copy_skipped_rows(out.clone(), skipped, qk)
+    assert torch.equal(got, expected)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import ReuseConfig
-from .decide import anchor_index, check_plain_config, decide, decide_effective
+from .decide import check_plain_config, decide, decide_effective
 from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
 from .matmul import int8_acc_dtype, int8_matmul_blocks, int8_matmul_from_map, reuse_matmul_map
@@ -128,13 +128,18 @@ def pv_row_skip(qk_modes: ModeMap) -> torch.Tensor | None:
 
 def copy_skipped_rows(out: torch.Tensor, skipped: torch.Tensor, qk_modes: ModeMap) -> torch.Tensor:
     """``out`` ``(B, H, Sq, Dv)`` with each skipped row replaced by its reference's output row (the nearest
-    row before it along the groups' axis that was not skipped: chains of skipped rows resolve to it)."""
-    axis = qk_modes.groups.axes[0]
-    one = ChannelGroups((1,), (axis,), ("row",))
-    chain = ModeMap(torch.where(skipped, int(Mode.FULL), int(Mode.COMPUTE)).to(torch.uint8).unsqueeze(-1),
-                    qk_modes.grid, one, qk_modes.low_bits)
-    src = anchor_index(chain)[..., 0]  # (B, H, Sq): every row's own index, or its chain's anchor
-    return out.gather(-2, src.unsqueeze(-1).expand(out.shape))
+    row before it along the groups' axis that was not skipped: chains of skipped rows resolve to it).
+
+    In place, one position along the axis at a time (position ``p`` after ``p - 1``, so a chain carries
+    its anchor's row): one select per position, not an index and a gather of the whole output."""
+    grid = qk_modes.grid
+    dim = 2 + Axis.parse(qk_modes.groups.axes[0]).dim  # in (B, H, T, H', W, Dv)
+    rows = out[..., grid.grid_slice, :].unflatten(-2, grid.shape)
+    skip = skipped[..., grid.grid_slice].unflatten(-1, grid.shape).unsqueeze(-1)
+    for p in range(1, rows.shape[dim]):
+        cur = rows.select(dim, p)
+        cur.copy_(torch.where(skip.select(dim, p), rows.select(dim, p - 1), cur))
+    return out
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

@@ -52,9 +52,14 @@ def _balanced_parts(costs: np.ndarray, n: int) -> list[tuple[int, int]]:
     """At most ``n`` contiguous ranges ``[i0, i1)`` of the items of ``costs``, each of about equal cost."""
     if n <= 1 or costs.shape[0] <= 1:
         return [(0, int(costs.shape[0]))]
+    m = int(costs.shape[0])
     cum = np.cumsum(costs, dtype=np.float64)
-    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1
-    bounds = [0, *sorted({int(min(c, costs.shape[0])) for c in cuts}), int(costs.shape[0])]
+    cuts = set()
+    for target in cum[-1] * np.arange(1, n) / n:  # a part ends after the item whose running cost is nearest
+        i = int(np.searchsorted(cum, target, side="left"))
+        b = i if i > 0 and abs(cum[i - 1] - target) <= abs(cum[min(i, m - 1)] - target) else i + 1
+        cuts.add(min(max(b, 1), m - 1))
+    bounds = [0, *sorted(cuts), m]
     return [(i0, i1) for i0, i1 in zip(bounds[:-1], bounds[1:]) if i1 > i0]
 
 

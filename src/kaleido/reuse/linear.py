@@ -109,10 +109,13 @@ def linear_in_tiles(
     n_tiles = -(-grid.shape[tdim] // max(1, tile_elements // max(1, per_index)))
     step = -(-grid.shape[tdim] // n_tiles)  # balanced: no small last tile costing a whole weight stream
     s5 = scale.unsqueeze(-2).unsqueeze(-2)
+    # one buffer for every tile's effective operand (the first tile is the largest): a fresh one per tile
+    # would cost its page faults again on the CPU
+    flat = torch.empty(rows.narrow(nl + tdim, 0, step).numel(), dtype=x.dtype, device=x.device)
     for t0 in range(0, grid.shape[tdim], step):
         b = min(step, grid.shape[tdim] - t0)
         tile = rows.narrow(nl + tdim, t0, b)
-        tile_eff = torch.empty(tile.shape, dtype=x.dtype, device=x.device)  # contiguous: the GEMM's input
+        tile_eff = flat[: tile.numel()].view(tile.shape)  # contiguous: the GEMM's input
         with torch.profiler.record_function("kaleido.decide"):
             decide_grid(tile, tile_eff, m_rows.narrow(nl + tdim, t0, b), s5, groups, config)
         y_rows.narrow(nl + tdim, t0, b).copy_(F.linear(tile_eff, weight, bias))
