@@ -283,11 +283,25 @@ def peak_memory(name: str, args) -> dict:
     return out
 
 
+#: environment variables that change how memory is allocated (and so what a fresh tensor costs): recorded
+#: with the figures.  ``THP_MEM_ALLOC_ENABLE=1`` is PyTorch's switch for transparent huge pages on its CPU
+#: allocations; ``MALLOC_*`` are glibc's
+ALLOCATOR_ENV = ("THP_MEM_ALLOC_ENABLE", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def allocator_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in ALLOCATOR_ENV if k in os.environ}
+
+
+def _describe_env(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in env.items()) or "the default allocator (glibc, 4 KiB pages)"
+
+
 def markdown_table(result: dict) -> str:
     """The docs/results/real-shapes.md table of one ``--json`` result."""
     a = result["args"]
     lines = [f"{a['frames']} latent frames, {a['threads']} threads, {a['repeats']} interleaved pairs, "
-             f"config {a['config'] or 'KaleidoConfig()'}", "",
+             f"config {a['config'] or 'KaleidoConfig()'}, {_describe_env(result.get('allocator_env', {}))}", "",
              "| model | blocks | tokens | dense s / forward | Kaleido / dense (pairs' range) | peak memory K / dense "
              "| trace KB / step (with maps) | decision share | MACs saved (8-bit eq.) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -341,8 +355,8 @@ def main() -> int:
                   f"{r['full_depth_bytes_per_step'] / 2**20:18.2f}")
         return 0
     rows = []
-    print(f"{args.frames} latent frames, {args.threads} threads, {args.repeats} repeats, default KaleidoConfig"
-          if not args.config else f"config {args.config}")
+    print(f"{args.frames} latent frames, {args.threads} threads, {args.repeats} repeats, "
+          f"{'default KaleidoConfig' if not args.config else 'config ' + args.config}, {_describe_env(allocator_env())}")
     print(f"{'model':14s} {'blocks':>6s} {'tokens':>7s} {'dense s':>8s} {'K/dense':>8s} {'(range)':>13s} {'mem K/d':>8s} {'trace KB':>9s} "
           f"{'w/ maps KB':>10s} {'decision':>8s} {'saved':>6s}")
     for name in names:
@@ -362,7 +376,8 @@ def main() -> int:
     print("targets: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in targets.items()))
     if args.json:
         tmp = Path(args.json).with_suffix(".tmp")
-        tmp.write_text(json.dumps({"args": vars(args), "rows": rows, "targets": targets}, indent=1))
+        tmp.write_text(json.dumps({"args": vars(args), "allocator_env": allocator_env(), "rows": rows,
+                                   "targets": targets}, indent=1))
         os.replace(tmp, args.json)
     return 0
 

@@ -1,9 +1,14 @@
-"""Compiled CPU kernels (numba) for the per-call work of the float path on small and medium operands.
+"""Compiled CPU kernels (numba) for the per-call work of the float path.
 
 On a CPU every torch op costs microseconds of dispatch however few elements it touches, so
-on a small model (or a short axis) the decision's time is the ops' count, not their size.
-The kernels here do that work in one compiled pass each, with results equal bit for bit
-to the torch code they stand in for (tested):
+on a small model (or a short axis) the decision's time is the ops' count, not their size;
+at a real model's size the torch loop's dozen passes per position are memory-bound.  The
+kernels here do that work in one compiled pass each, with results equal bit for bit to the
+torch code they stand in for (tested).  Their loops run over row views (slices), which LLVM
+vectorises (indexing the flat storage by computed offsets did not: 10x slower); an operand of
+:data:`PARALLEL_MIN_ELEMENTS` or more is shared out over torch's intra-op thread count, in
+contiguous parts of about equal cost run on Python threads (the kernels release the GIL; no
+second OpenMP runtime beside torch's):
 
 * :func:`decide_run` - the decision loop of :func:`~kaleido.reuse.decide.decide_grid`
   (SPEC §3, drift rule): quantise, difference against the effective operand, ``max|d|``
@@ -37,9 +42,10 @@ from .quant import group_runs
 
 #: input dtypes the kernel takes; anything else (bf16, fp16, another device) uses the torch loop
 KERNEL_DTYPES = (torch.float32, torch.float64, torch.int8)
-#: operands with fewer elements than this run on the calling thread alone (starting a thread costs
-#: ~0.1 ms; a 1280 x 128 operand decides in 0.1 ms)
-PARALLEL_MIN_ELEMENTS = 1 << 18
+#: operands with fewer elements than this run on the calling thread alone: measured at 2 threads, a
+#: 655,360-element decision takes 1.57 ms split and 1.60 ms serial (starting a thread costs ~0.1 ms), a
+#: 2.6 Mi-element one 3.0-3.5 ms split against 4.4-5.6 ms serial
+PARALLEL_MIN_ELEMENTS = 1 << 20
 
 
 def _n_threads(numel: int) -> int:
