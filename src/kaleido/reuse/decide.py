@@ -29,6 +29,7 @@ import math
 
 import torch
 
+from . import memory
 from .config import ReuseConfig
 from .grid import Axis, TokenGrid
 from .groups import ChannelGroups
@@ -122,7 +123,7 @@ def _decide_effective(
             # the scale, every group's lines, the modes and the effective operand in one compiled call
             groups.check_dim(A.shape[-1], "quantised operand")
             modes = torch.zeros(*A.shape[:-2], grid.seq_len, len(groups), dtype=torch.uint8)
-            A_eff = A if config.theta1 == 0.0 else torch.empty_like(A)
+            A_eff = A if config.theta1 == 0.0 else memory.empty_like(A)
             if not cpu_kernels.decide_effective_cpu(A, grid, groups, config, modes, None if A_eff is A else A_eff):
                 raise_non_finite(A, "operand A")
             return ModeMap(modes, grid, groups, config.low_bits), A_eff
@@ -132,7 +133,7 @@ def _decide_effective(
     modes = torch.zeros(*lead, S, G, dtype=torch.uint8, device=A.device)
     if config.theta2 == 0.0:  # every row computes
         return ModeMap(modes, grid, groups, config.low_bits), A
-    A_eff = A if config.theta1 == 0.0 else torch.empty_like(A)
+    A_eff = A if config.theta1 == 0.0 else memory.empty_like(A)
     if A_eff is not A:
         if grid.prefix:
             A_eff[..., : grid.prefix, :] = A[..., : grid.prefix, :]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from . import memory
 from .config import ReuseConfig
 from .decide import check_plain_config, decide, decide_effective, decide_grid
 from .grid import Axis, TokenGrid
@@ -111,7 +112,7 @@ def linear_in_tiles(
     s5 = scale.unsqueeze(-2).unsqueeze(-2)
     # one buffer for every tile's effective operand (the first tile is the largest): a fresh one per tile
     # would cost its page faults again on the CPU
-    flat = torch.empty(rows.narrow(nl + tdim, 0, step).numel(), dtype=x.dtype, device=x.device)
+    flat = memory.empty(rows.narrow(nl + tdim, 0, step).numel(), x.dtype, x.device)
     for t0 in range(0, grid.shape[tdim], step):
         b = min(step, grid.shape[tdim] - t0)
         tile = rows.narrow(nl + tdim, t0, b)
