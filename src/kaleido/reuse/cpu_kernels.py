@@ -279,8 +279,9 @@ def _group_scales(xa: np.ndarray, bases: np.ndarray, S: int, row_stride: int, K:
     threads); returns whether every maximum is finite."""
     n = bases.shape[0]
     per = max(1, min(S, -(-threads // n)))  # row chunks per matrix
-    edges = np.linspace(0, S, per + 1).astype(np.int64)
-    chunks = np.array([(k, edges[j], edges[j + 1]) for k in range(n) for j in range(per)], dtype=np.int64)
+    edges = np.arange(per + 1, dtype=np.int64) * S // per
+    chunks = np.stack([np.repeat(np.arange(n, dtype=np.int64), per), np.tile(edges[:-1], n), np.tile(edges[1:], n)],
+                      axis=1)
     partial = np.empty((n * per, K), np.float32)
     _on_threads(_channel_absmax, (xa, bases, row_stride, K, chunks, partial),
                 _balanced_parts(np.ones(len(chunks)), threads))
@@ -374,20 +375,19 @@ def _decide_items(x, xe, modes, bases, row_strides, prefix, T, H, W, offsets, ru
 def _line_items(n_mat: int, runs: np.ndarray, axes: np.ndarray, T: int, H: int, W: int,
                 threads: int) -> tuple[np.ndarray, np.ndarray]:
     """``(items, costs)`` for :func:`_decide_items`: every (matrix, run) with its lines, the lines split in
-    ``threads`` ranges where there are too few (matrix, run) pairs to share out whole."""
-    lengths = (T, H, W)
-    pairs = n_mat * runs.shape[0]
-    split = 1 if pairs >= 4 * threads else threads
-    items, costs = [], []
-    for k in range(n_mat):
-        for j, (g0, n, size) in enumerate(runs):
-            L = lengths[axes[g0]]
-            lines = T * H * W // L
-            edges = np.linspace(0, lines, min(split, lines) + 1).astype(np.int64)
-            for l0, l1 in zip(edges[:-1], edges[1:]):
-                items.append((k, j, l0, l1))
-                costs.append((l1 - l0) * L * n * size)
-    return np.array(items, dtype=np.int64).reshape(-1, 4), np.array(costs, dtype=np.float64)
+    ``threads`` ranges where there are too few (matrix, run) pairs to share out whole.  Built with array ops:
+    this runs on every decision."""
+    L = np.array((T, H, W), dtype=np.int64)[axes[runs[:, 0]]]  # (R,) line length of each run
+    lines = T * H * W // L
+    parts = np.minimum(1 if n_mat * runs.shape[0] >= 4 * threads else threads, lines)
+    j = np.repeat(np.arange(runs.shape[0]), parts)  # the run of each part
+    p = np.arange(j.shape[0]) - np.repeat(np.cumsum(parts) - parts, parts)  # the part's index in its run
+    l0, l1 = p * lines[j] // parts[j], (p + 1) * lines[j] // parts[j]
+    per_matrix = np.stack([j, l0, l1], axis=1)
+    k = np.repeat(np.arange(n_mat, dtype=np.int64), per_matrix.shape[0])
+    items = np.concatenate([k[:, None], np.tile(per_matrix, (n_mat, 1))], axis=1)
+    costs = np.tile((l1 - l0) * L[j] * runs[j, 1] * runs[j, 2], n_mat).astype(np.float64)
+    return items, costs
 
 
 def fused_applies(A: torch.Tensor) -> bool:
@@ -400,7 +400,7 @@ def decide_effective_cpu(A: torch.Tensor, grid, groups, config, modes: torch.Ten
                          A_eff: torch.Tensor | None) -> bool:
     """The whole float-path decision of a CPU float32 operand ``A`` ``(..., S, K)`` with ``"group"`` scales:
     the scale, every group's lines, the modes into ``modes`` ``(..., S, G)`` (zeros) and, unless ``A_eff`` is
-    ``None``, every row of ``A_eff`` (``A``'s shape).  Two compiled passes (the scale, then the lines), each on
+    ``None``, every grid row of ``A_eff`` (``A``'s shape; the caller copies the rows off the grid).  Two compiled passes (the scale, then the lines), each on
     torch's intra-op threads for a large operand.  Returns ``False`` without deciding when a scale is not
     finite (the caller raises).  Equal to ``quant_scale`` -> ``decide_grid`` (tested)."""
     lead = tuple(A.shape[:-2])
@@ -414,10 +414,6 @@ def decide_effective_cpu(A: torch.Tensor, grid, groups, config, modes: torch.Ten
     scales = np.empty((bases.shape[0], K), np.float32)
     if not _group_scales(xa, np.ascontiguousarray(bases[:, 0]), S, A.stride(-2), K, offsets, 127, scales, threads):
         return False
-    if A_eff is not None:  # rows off the grid compute: their effective operand is their own
-        for sl in (slice(0, grid.prefix), slice(grid.prefix + grid.n_grid, S)):
-            if sl.stop > sl.start:
-                A_eff[..., sl, :] = A[..., sl, :]
     row_strides = np.array([A.stride(-2), e.stride(-2), modes.stride(-2)], dtype=np.int64)
     size = np.asarray(groups.sizes, dtype=np.float64)
     linf = config.metric == "linf"

@@ -126,6 +126,7 @@ def _decide_effective(
             A_eff = A if config.theta1 == 0.0 else memory.empty_like(A)
             if not cpu_kernels.decide_effective_cpu(A, grid, groups, config, modes, None if A_eff is A else A_eff):
                 raise_non_finite(A, "operand A")
+            _copy_off_grid(A, A_eff, grid)
             return ModeMap(modes, grid, groups, config.low_bits), A_eff
     scale = quant_scale(A, groups, config.granularity)  # validates dims and finiteness
     lead = tuple(A.shape[:-2])
@@ -134,17 +135,22 @@ def _decide_effective(
     if config.theta2 == 0.0:  # every row computes
         return ModeMap(modes, grid, groups, config.low_bits), A
     A_eff = A if config.theta1 == 0.0 else memory.empty_like(A)
-    if A_eff is not A:
-        if grid.prefix:
-            A_eff[..., : grid.prefix, :] = A[..., : grid.prefix, :]
-        if grid.suffix:
-            A_eff[..., grid.prefix + grid.n_grid :, :] = A[..., grid.prefix + grid.n_grid :, :]
+    _copy_off_grid(A, A_eff, grid)
     thw = (grid.T, grid.H, grid.W)
     rows = A[..., grid.grid_slice, :].unflatten(-2, thw)
     rows_eff = None if A_eff is A else A_eff[..., grid.grid_slice, :].unflatten(-2, thw)
     decide_grid(rows, rows_eff, modes[..., grid.grid_slice, :].unflatten(-2, thw), scale.unsqueeze(-2).unsqueeze(-2),
                 groups, config, backend)
     return ModeMap(modes, grid, groups, config.low_bits), A_eff
+
+
+def _copy_off_grid(A: torch.Tensor, A_eff: torch.Tensor, grid: TokenGrid) -> None:
+    """Rows off the grid (text tokens before or after it) always compute: their effective operand is their own."""
+    if A_eff is not A:
+        if grid.prefix:
+            A_eff[..., : grid.prefix, :] = A[..., : grid.prefix, :]
+        if grid.suffix:
+            A_eff[..., grid.prefix + grid.n_grid :, :] = A[..., grid.prefix + grid.n_grid :, :]
 
 
 #: how :func:`decide_grid` runs the loop: ``"auto"`` (the compiled CPU kernel where it applies, else the
