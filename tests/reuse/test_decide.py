@@ -174,6 +174,43 @@ def test_decide_effective_equals_quantize_decide_gather(grid, groups, cfg, seed,
     assert eff.dtype == A.dtype and eff.stride() == A.stride() and torch.equal(eff, ref)
 
 
+@FAST
+@given(grid=grids(), groups=channel_groups(max_groups=4), cfg=configs(), seed=st.integers(0, 10_000),
+       backend=st.sampled_from(["auto", "torch"]), dtype=st.sampled_from([torch.float32, torch.bfloat16]),
+       prefix=st.integers(0, 2))
+def test_decide_effective_into_out_and_in_place(grid, groups, cfg, seed, backend, dtype, prefix):
+    """``out=`` (a buffer of other strides) and ``out=A`` (in place) give the modes and effective operand of a
+    fresh copy, for strided operands with rows off the grid, on both backends."""
+    import dataclasses
+
+    from kaleido.reuse import decide_effective
+
+    from .strategies import correlated_rows
+
+    grid = dataclasses.replace(grid, prefix=prefix)
+    A = correlated_rows((2,), grid, groups.dim, seed).to(dtype)
+    A = A.unsqueeze(1).expand(2, 2, *A.shape[1:]).transpose(1, 2).contiguous().transpose(1, 2)  # (2, 2, S, K) strided
+    mm, eff = decide_effective(A, grid, groups, cfg, backend=backend)
+    buf = torch.full(A.shape, float("nan"), dtype=dtype)  # contiguous: strides other than A's
+    mm_out, eff_out = decide_effective(A, grid, groups, cfg, backend=backend, out=buf)
+    assert torch.equal(mm_out.modes, mm.modes)
+    assert torch.equal(eff_out, eff) and (eff_out is buf or (cfg.theta1 == 0 and eff_out is A))
+    own = A.clone()
+    mm_in, eff_in = decide_effective(own, grid, groups, cfg, backend=backend, out=own)
+    assert eff_in is own and torch.equal(mm_in.modes, mm.modes) and torch.equal(own, eff)
+
+
+def test_decide_effective_rejects_a_wrong_out():
+    from kaleido.reuse import decide_effective
+
+    grid = TokenGrid(2, 2, 2)
+    A = torch.randn(grid.seq_len, 8)
+    groups = ChannelGroups.from_chunks(8, 4, "t")
+    for bad in (torch.empty(grid.seq_len, 4), torch.empty(grid.seq_len, 8, dtype=torch.float64)):
+        with pytest.raises(ValueError, match="out must match A"):
+            decide_effective(A, grid, groups, ReuseConfig(2, 4), out=bad)
+
+
 def test_decide_effective_reuses_and_keeps_device_dtype():
     """A smooth operand gets FULL rows, and the effective row of a FULL row is its anchor's (not its own) row."""
     from kaleido.reuse import decide_effective

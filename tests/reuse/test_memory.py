@@ -19,3 +19,26 @@ def test_empty_like_keeps_the_layout_of_large_and_small_tensors():
 def test_other_devices_pass_through():
     out = memory.empty_like(torch.empty(4, 1 << 21, device="meta"))
     assert out.device.type == "meta" and out.shape == (4, 1 << 21)
+
+
+def test_scratch_reuses_one_buffer_and_grows():
+    from kaleido.reuse.memory import Scratch
+
+    s = Scratch()
+    a = s.like(torch.empty(4, 8))
+    assert a.shape == (4, 8) and a.dtype == torch.float32 and a.is_contiguous() and s.nbytes() == 128
+    b = s.like(torch.empty(2, 3, dtype=torch.float64).t())  # any layout in: a contiguous tensor out
+    assert b.shape == (3, 2) and b.dtype == torch.float64 and b.is_contiguous()
+    assert b.untyped_storage().data_ptr() == a.untyped_storage().data_ptr()  # the same memory
+    c = s.like(torch.empty(10, 10))  # larger: a new buffer
+    assert s.nbytes() == 400 and c.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
+    s.clear()
+    assert s.nbytes() == 0 and c.shape == (10, 10)  # a view handed out keeps its memory
+
+
+def test_scratch_keeps_nothing_off_the_cpu():
+    from kaleido.reuse.memory import Scratch
+
+    s = Scratch()
+    t = s.like(torch.empty(4, 8, device="meta"))
+    assert t.device.type == "meta" and t.shape == (4, 8) and s.nbytes() == 0

@@ -21,9 +21,9 @@ import torch
 
 from .config import OP_SWITCH_OF, KaleidoConfig
 from .grid import GRID_HOOK, GridCaptureHook, remove_hook
-from .linear import LINEAR_HOOK, DenseCounter, LinearReuseHook
+from .linear import LINEAR_HOOK, ActivationOwner, DenseCounter, LinearReuseHook
 from .processors import ReuseCore
-from .registry import adapter_for
+from .registry import adapter_for, feed_forwards
 from .state import KaleidoRuntime
 from .trace import ReuseTrace
 
@@ -192,6 +192,8 @@ def apply(
             reg.register_hook(LinearReuseHook(runtime, s.name, s.layer, s.op), LINEAR_HOOK)
             undo.hooked.append(s.module)
             patched.add(id(s.module))
+        for _, _, ff in feed_forwards(transformer, lin_sites):  # both linears patched: its activation is owned
+            undo.handles.append(ff.net[0].register_forward_hook(ActivationOwner(runtime, ff.net[2])))
         for name, module in transformer.named_modules():
             if id(module) in patched:
                 continue

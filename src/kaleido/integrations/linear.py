@@ -18,6 +18,13 @@ the concatenated weights).  The runtime keeps the last decision, keyed by the te
 identity and version and by the groups and thresholds.  Every other linear/conv layer of the
 transformer gets a plain forward hook that only counts its dense MACs
 (:class:`DenseCounter`), so traces cover the whole transformer.
+
+A ``FeedForward``'s hidden activation is the feed-forward's own temporary: an
+:class:`ActivationOwner` hook on its activation module marks it, and the down projection
+decides it in place instead of copying it.  Every other operand's effective copy goes into the
+runtime's one reused buffer (:meth:`~kaleido.integrations.state.KaleidoRuntime.effective_out`),
+but a down projection's wide input that is not marked (HunyuanVideo's single-stream
+``proj_out``) gets a fresh one, tiled when large.
 """
 
 from __future__ import annotations
@@ -75,8 +82,15 @@ class LinearReuseHook(ModelHook):
                             dim=c_in, n_cols=module.out_features, grid=grid, groups=groups,
                             low_bits=rt.low_bits(self.switch, self.layer))
             return y
+        if rt.owns(x):  # a feed-forward's own activation: decided in place, no effective copy made or kept
+            mode_map, x_eff = decide_effective(x, grid, groups, cfg, out=x)
+            y = F.linear(x_eff, module.weight, module.bias)
+            rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
+                            n_cols=module.out_features, heads=1)
+            return y.to(x.dtype)
         tiled = None
-        if module.in_features > module.out_features and x.numel() > TILE_ELEMENTS:
+        down = module.in_features > module.out_features
+        if down and x.numel() > TILE_ELEMENTS:
             # a down projection's input is the widest activation of its block: copying it whole as the
             # effective operand would raise the forward's peak memory by that much; go tile by tile
             tiled = linear_in_tiles(x, module.weight, module.bias, grid, groups, cfg, TILE_ELEMENTS)
@@ -85,7 +99,11 @@ class LinearReuseHook(ModelHook):
         else:
             cached = rt.shared_decision(x, groups, cfg)
             if cached is None:
-                mode_map, x_eff = decide_effective(x, grid, groups, cfg)
+                # into the runtime's effective-operand buffer, but a down projection's wide input into a
+                # fresh tensor: a buffer of that size held through the block would sit on top of the
+                # dense forward's own peak (the FFN's hidden state, then its activation)
+                out = None if down else rt.effective_out(x)
+                mode_map, x_eff = decide_effective(x, grid, groups, cfg, out=out)
                 rt.keep_decision(x, groups, cfg, mode_map, x_eff)
             else:
                 mode_map, x_eff = cached
@@ -96,6 +114,43 @@ class LinearReuseHook(ModelHook):
 
     def __repr__(self) -> str:
         return f"LinearReuseHook({self.name!r}, layer={self.layer}, op={self.op!r})"
+
+
+class ActivationOwner:
+    """Forward hook on a diffusers ``FeedForward``'s activation module (``net.0``: GELU, GEGLU, ...).
+
+    Its output is the feed-forward's hidden activation, the widest tensor of the block, which
+    ``FeedForward.forward`` hands (through an inference-mode dropout) to the down projection
+    ``net.2`` and to nothing else.  The hook marks it in the runtime
+    (:meth:`~kaleido.integrations.state.KaleidoRuntime.own_activation`), so the down projection's
+    :class:`LinearReuseHook` decides it in place: no effective copy of that size is made (on the
+    CPU its page faults were two thirds of that decision's time at Wan 1.3B's shapes), and no
+    tiling is needed to bound the peak memory.  It marks nothing while another PyTorch hook could
+    see the tensor afterwards (a forward hook on the activation, which could keep its output, or
+    any hook on the down projection, which would see its input overwritten): then the down
+    projection copies, as for any other operand.
+    """
+
+    def __init__(self, runtime: KaleidoRuntime, reader: torch.nn.Module):
+        self.runtime = runtime
+        self.reader = reader
+
+    def __call__(self, module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        if self.runtime.call is None or not isinstance(output, torch.Tensor):
+            return
+        if len(module._forward_hooks) == 1 and not _torch_hooks(self.reader) and not _global_torch_hooks():
+            self.runtime.own_activation(output)
+
+
+def _torch_hooks(module: torch.nn.Module) -> bool:
+    """Whether ``module`` has PyTorch forward or forward-pre hooks (diffusers' registry hooks are not those)."""
+    return bool(module._forward_hooks or module._forward_pre_hooks)
+
+
+def _global_torch_hooks() -> bool:
+    from torch.nn.modules import module as m
+
+    return bool(m._global_forward_hooks or m._global_forward_pre_hooks)
 
 
 class DenseCounter:

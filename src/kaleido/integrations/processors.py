@@ -153,7 +153,8 @@ def reuse_attend(
         return out
     pv_groups = rt.groups("pv", layer, Sk) if pv_cfg is not None else None
     cfg = qk_cfg if qk_cfg is not None else ReuseConfig.dense(low_bits=rt.low_bits(qk_switch, layer))
-    out, st = reuse_attention(q, k, v, grid, groups, cfg, pv_config=pv_cfg, pv_groups=pv_groups, attn_mask=attn_mask)
+    out, st = reuse_attention(q, k, v, grid, groups, cfg, pv_config=pv_cfg, pv_groups=pv_groups, attn_mask=attn_mask,
+                              q_eff_out=None if qk_cfg is None else rt.effective_out(q.transpose(1, 2)))
     if qk_cfg is not None:
         rt.record_modes(layer=layer, op=qk_op, module=name, mode_map=st.qk_modes, n_cols=Sk, heads=H)
     else:

@@ -35,6 +35,7 @@ import torch
 from kaleido.reuse.config import ReuseConfig
 from kaleido.reuse.grid import TokenGrid
 from kaleido.reuse.groups import ChannelGroups
+from kaleido.reuse.memory import Scratch
 from kaleido.reuse.modes import MAX_PATTERN_GROUPS, Mode, ModeMap
 
 from .config import OP_SWITCH_OF, KaleidoConfig
@@ -114,7 +115,10 @@ class KaleidoRuntime:
         self._grids: dict[int, TokenGrid] = {}
         self.wall_s = 0.0
         self._t0 = 0.0
+        #: the effective operands' buffer, reused decision after decision (see :meth:`effective_out`)
+        self.scratch = Scratch()
         self._decision: tuple | None = None
+        self._owned: tuple | None = None
         #: callables ``fn(call, layer, op, role, module, operand, grid, groups)`` handed every reuse operand
         #: as the decision sees it (``kaleido characterize`` registers one); empty = no cost
         self.observers: list = []
@@ -131,6 +135,7 @@ class KaleidoRuntime:
         self.call = CallInfo(grid, context, step, num_steps, timestep)
         self._grids = {}
         self._decision = None
+        self._owned = None
         self._t0 = time.perf_counter()
 
     def end_call(self) -> None:
@@ -150,6 +155,7 @@ class KaleidoRuntime:
         self.steps.clear()
         self.call = None
         self.wall_s = 0.0
+        self.scratch.clear()  # the memory goes back between generations (e.g. to the VAE's decode)
         return self.last_trace
 
     def current_trace(self) -> ReuseTrace | None:
@@ -277,6 +283,27 @@ class KaleidoRuntime:
         if x_ref() is x and version == x._version and g_prev == groups and cfg_prev == cfg:
             return mode_map, x_eff
         return None
+
+    def effective_out(self, operand: torch.Tensor) -> torch.Tensor:
+        """Where the next decision on ``operand`` writes its effective operand: the runtime's one buffer
+        (:class:`~kaleido.reuse.memory.Scratch`).  The kept linear decision's effective operand lives
+        there too, so it is dropped."""
+        self._decision = None
+        return self.scratch.like(operand)
+
+    def own_activation(self, t: torch.Tensor) -> None:
+        """Mark ``t`` as a feed-forward's hidden activation, made by its activation module and read by its down
+        projection alone (:class:`~kaleido.integrations.linear.ActivationOwner`)."""
+        self._owned = (weakref.ref(t), t._version)
+
+    def owns(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is the activation :meth:`own_activation` marked last, unchanged since, with no observer
+        to hand it to and no autograd: its reader may then overwrite it (the mark is spent)."""
+        o = self._owned
+        if o is None or o[0]() is not t or o[1] != t._version:
+            return False
+        self._owned = None
+        return not self.observers and not (t.requires_grad and torch.is_grad_enabled())
 
     def keep_decision(self, x: torch.Tensor, groups: ChannelGroups, cfg: ReuseConfig, mode_map: ModeMap,
                       x_eff: torch.Tensor) -> None:

@@ -213,13 +213,15 @@ def reuse_attention(
     scale: float | None = None,
     attn_mask: torch.Tensor | None = None,
     exact_int8: bool = False,
+    q_eff_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, AttentionStats]:
     """Attention of ``q`` ``(B, Sq, H, D)`` over ``k``/``v`` ``(B, Sk, H, D|Dv)`` with reuse.
 
     ``groups`` partition ``D`` (e.g. the RoPE blocks), reused along ``grid`` (over
     ``Sq``).  ``scale`` defaults to ``1/sqrt(D)``; ``attn_mask`` is SDPA's
     (bool: True = attend, or additive float), broadcastable to ``(B, H, Sq, Sk)``.
-    Returns ``(out (B, Sq, H, Dv), AttentionStats)``.
+    ``q_eff_out`` ``(B, H, Sq, D)``: where the float path's effective ``q`` goes (default a fresh
+    tensor; see :func:`~kaleido.reuse.decide_effective`'s ``out``).  Returns ``(out (B, Sq, H, Dv), AttentionStats)``.
     """
     _check_qkv(q, k, v)
     groups.check_dim(q.shape[-1], "q head dim")
@@ -237,7 +239,7 @@ def reuse_attention(
         q_q, scale_q = quantize(qt, groups, config.granularity)
         qk_modes = decide(q_q, grid, groups, config)
     else:
-        qk_modes, q_eff = decide_effective(qt, grid, groups, config)
+        qk_modes, q_eff = decide_effective(qt, grid, groups, config, out=q_eff_out)
 
     probs = None
     if exact_int8 and pv_config is None:

