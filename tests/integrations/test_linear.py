@@ -27,12 +27,24 @@ def test_batched_chunks_equal_core(granularity, chunk, axes):
     assert torch.allclose(torch.nn.functional.linear(x_eff, w, b), y_ref, atol=1e-5)
 
 
+def _tiny_wan(num_layers: int = 2):
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(0)
+    m = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4,
+                              out_channels=4, text_dim=16, freq_dim=16, ffn_dim=96, num_layers=num_layers,
+                              rope_max_seq_len=64).eval()
+    g = torch.Generator().manual_seed(0)
+    scene = torch.randn(1, 4, 1, 8, 8, generator=g)
+    kw = dict(hidden_states=(scene + 0.05 * torch.randn(1, 4, 3, 8, 8, generator=g)), timestep=torch.tensor([500.0]),
+              encoder_hidden_states=torch.randn(1, 7, 16, generator=g), return_dict=False)
+    return m, kw
+
+
 def test_down_projection_in_tiles_equals_whole(monkeypatch):
     """Tiling a down projection's float path (bounded memory) keeps every decision and, up to GEMM
     rounding, every output; and it really ran tiled."""
     import importlib
-
-    from diffusers import WanTransformer3DModel
 
     import kaleido
     from kaleido.integrations import KaleidoConfig, get_trace
@@ -41,20 +53,10 @@ def test_down_projection_in_tiles_equals_whole(monkeypatch):
     lin = importlib.import_module("kaleido.integrations.linear")
     rl = importlib.import_module("kaleido.reuse.linear")
 
-    def build():
-        torch.manual_seed(0)
-        return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4,
-                                     out_channels=4, text_dim=16, freq_dim=16, ffn_dim=96, num_layers=1,
-                                     rope_max_seq_len=64).eval()
-
-    g = torch.Generator().manual_seed(0)
-    scene = torch.randn(1, 4, 1, 8, 8, generator=g)
-    kw = dict(hidden_states=(scene + 0.05 * torch.randn(1, 4, 3, 8, 8, generator=g)), timestep=torch.tensor([500.0]),
-              encoder_hidden_states=torch.randn(1, 7, 16, generator=g), return_dict=False)
     cfg = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=0))
 
     def run():
-        m = build()
+        m, kw = _tiny_wan(num_layers=1)
         kaleido.apply(m, cfg)
         # a hook on the down projection: its input is then not the feed-forward's own, so it copies (tiled)
         m.blocks[0].ffn.net[2].register_forward_pre_hook(lambda module, args: None)
@@ -76,20 +78,6 @@ def test_down_projection_in_tiles_equals_whole(monkeypatch):
         assert (a.head_counts == b.head_counts).all()
     assert ffn_whole[0].head_counts[..., 2].sum() > 0  # some FULL rows, so the effective operand mattered
     torch.testing.assert_close(tiled, whole, rtol=1e-5, atol=1e-5)
-
-
-def _tiny_wan():
-    from diffusers import WanTransformer3DModel
-
-    torch.manual_seed(0)
-    m = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4,
-                              out_channels=4, text_dim=16, freq_dim=16, ffn_dim=96, num_layers=2,
-                              rope_max_seq_len=64).eval()
-    g = torch.Generator().manual_seed(0)
-    scene = torch.randn(1, 4, 1, 8, 8, generator=g)
-    kw = dict(hidden_states=(scene + 0.05 * torch.randn(1, 4, 3, 8, 8, generator=g)), timestep=torch.tensor([500.0]),
-              encoder_hidden_states=torch.randn(1, 7, 16, generator=g), return_dict=False)
-    return m, kw
 
 
 def test_feed_forward_activation_decided_in_place(monkeypatch):

@@ -82,35 +82,35 @@ class LinearReuseHook(ModelHook):
                             dim=c_in, n_cols=module.out_features, grid=grid, groups=groups,
                             low_bits=rt.low_bits(self.switch, self.layer))
             return y
+        y, mode_map = self._reuse(module, x, grid, groups, cfg)
+        rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
+                        n_cols=module.out_features, heads=1)
+        return y.to(x.dtype)
+
+    def _reuse(self, module: torch.nn.Linear, x: torch.Tensor, grid, groups, cfg):
+        """``(y, mode_map)`` of the float path, with the effective operand wherever it costs least."""
+        rt = self.runtime
         if rt.owns(x):  # a feed-forward's own activation: decided in place, no effective copy made or kept
             mode_map, x_eff = decide_effective(x, grid, groups, cfg, out=x)
-            y = F.linear(x_eff, module.weight, module.bias)
-            rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
-                            n_cols=module.out_features, heads=1)
-            return y.to(x.dtype)
-        tiled = None
+            return F.linear(x_eff, module.weight, module.bias), mode_map
         down = module.in_features > module.out_features
         if down and x.numel() > TILE_ELEMENTS:
             # a down projection's input is the widest activation of its block: copying it whole as the
             # effective operand would raise the forward's peak memory by that much; go tile by tile
             tiled = linear_in_tiles(x, module.weight, module.bias, grid, groups, cfg, TILE_ELEMENTS)
-        if tiled is not None:
-            y, mode_map = tiled
+            if tiled is not None:
+                return tiled
+        cached = rt.shared_decision(x, groups, cfg)
+        if cached is None:
+            # into the runtime's effective-operand buffer, but a down projection's wide input into a
+            # fresh tensor: a buffer of that size held through the block would sit on top of the
+            # dense forward's own peak (the FFN's hidden state, then its activation)
+            out = None if down else rt.effective_out(x)
+            mode_map, x_eff = decide_effective(x, grid, groups, cfg, out=out)
+            rt.keep_decision(x, groups, cfg, mode_map, x_eff)
         else:
-            cached = rt.shared_decision(x, groups, cfg)
-            if cached is None:
-                # into the runtime's effective-operand buffer, but a down projection's wide input into a
-                # fresh tensor: a buffer of that size held through the block would sit on top of the
-                # dense forward's own peak (the FFN's hidden state, then its activation)
-                out = None if down else rt.effective_out(x)
-                mode_map, x_eff = decide_effective(x, grid, groups, cfg, out=out)
-                rt.keep_decision(x, groups, cfg, mode_map, x_eff)
-            else:
-                mode_map, x_eff = cached
-            y = F.linear(x_eff, module.weight, module.bias)
-        rt.record_modes(layer=self.layer, op=self.op, module=self.name, mode_map=mode_map,
-                        n_cols=module.out_features, heads=1)
-        return y.to(x.dtype)
+            mode_map, x_eff = cached
+        return F.linear(x_eff, module.weight, module.bias), mode_map
 
     def __repr__(self) -> str:
         return f"LinearReuseHook({self.name!r}, layer={self.layer}, op={self.op!r})"
