@@ -181,3 +181,51 @@ def test_no_result_writer_bypasses_the_helper():
             if direct.search(line) and not line.lstrip().startswith("#"):
                 offenders.append(f"{rel}:{i}: {line.strip()}")
     assert not offenders, "write these through kaleido.atomic:\n" + "\n".join(offenders)
+
+
+@pytest.fixture(params=[0o022, 0o077, 0o002], ids=lambda m: f"umask {m:03o}")
+def umask(request):
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+def _private_writer(tmp):
+    """A writer that creates its file 0600, as safetensors.save_file does."""
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+    os.write(fd, b"data")
+    os.close(fd)
+
+
+@pytest.mark.parametrize("how", ["atomic_path", "open_atomic text", "open_atomic binary", "write_atomic",
+                                 "write_atomic over a 0600 file"])
+def test_atomic_writes_get_an_ordinary_new_files_mode(tmp_path, umask, how):
+    """Every atomic writer leaves ``0o666 & ~umask``, what ``open(path, "w")`` gives a new file (0644 under 022),
+    even when the writer created its temporary file private (trace.safetensors was 0600)."""
+    plain = tmp_path / "plain.txt"
+    with open(plain, "w") as f:
+        f.write("x")
+    out = tmp_path / "out.bin"
+    if how == "atomic_path":
+        with atomic_path(out) as tmp:
+            _private_writer(tmp)
+    elif how.startswith("open_atomic"):
+        with open_atomic(out, "w" if how.endswith("text") else "wb") as f:
+            f.write("x" if how.endswith("text") else b"x")
+    else:
+        if how.endswith("0600 file"):
+            out.write_bytes(b"old")
+            os.chmod(out, 0o600)  # written by the writer before the fix
+        write_atomic(out, "new")
+    assert _mode(out) == _mode(plain) == 0o666 & ~umask
+
+
+def test_a_saved_trace_is_readable_like_every_other_output(tmp_path, umask):
+    """ReuseTrace.save (safetensors, which creates 0600) ends 0644 under umask 022, like metrics.json."""
+    out = _tiny_trace().save(tmp_path / "trace.safetensors")
+    write_atomic(tmp_path / "metrics.json", "{}")
+    assert _mode(out) == _mode(tmp_path / "metrics.json") == 0o666 & ~umask

@@ -14,8 +14,10 @@ leaves either the complete new file or the old one (or none), never a half file:
 
 The temporary file is ``.<name>.<pid>.<random>.tmp`` beside the target (the same file
 system, so the rename is atomic; it ends in ``.tmp``, so globs such as ``*.json`` that
-collect results never see one) and is removed if the writer raises.  The rename makes a
-write atomic for readers and against a killed process; it is not a durability
+collect results never see one) and is removed if the writer raises.  Before the rename it gets
+the permissions of any ordinary new file, ``0o666`` less the umask (``0644`` under the usual
+``022``), whatever mode the writer created it with (``safetensors`` creates ``0600``).  The
+rename makes a write atomic for readers and against a killed process; it is not a durability
 guarantee across power loss (no ``fsync``).
 """
 
@@ -30,6 +32,26 @@ from typing import IO, Iterator
 
 def _temporary_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``os.umask`` sets it to read
+    it, so another thread creating a file meanwhile would get the wrong mode)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The permission bits an ordinary new file gets (``open(path, "w")``): ``0o666`` less the umask."""
+    return 0o666 & ~_umask()
 
 
 @contextmanager
@@ -48,6 +70,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         if not tmp.exists():
             raise FileNotFoundError(f"{tmp}: the writer created no file, so {target} was not written")
+        try:
+            os.chmod(tmp, new_file_mode())
+        except OSError:  # a file system without Unix modes: the write itself still counts
+            pass
         os.replace(tmp, target)
     finally:
         # left behind only when the body raised or the rename failed
