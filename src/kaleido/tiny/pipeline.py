@@ -206,6 +206,16 @@ def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return DTYPES[dtype]
 
 
+def check_dtype(device: str | torch.device, dtype: str | torch.dtype) -> torch.dtype:
+    """``dtype`` as a torch dtype, refused in one line (``ValueError``) where ``device`` cannot run it: float16
+    on the CPU, which diffusers warns "cannot run on CPU efficiently" (the tiny demo takes over 300 s there)."""
+    dt = torch_dtype(dtype)
+    if dt == torch.float16 and torch.device(device).type == "cpu":
+        raise ValueError("dtype fp16 is not supported on the CPU (torch runs float16 pipelines there orders of "
+                         "magnitude slower; the tiny demo takes over 300 s); use bf16 or fp32, or fp16 on a GPU")
+    return dt
+
+
 def dtype_kwarg(dtype: torch.dtype) -> dict:
     """``{"dtype": dtype}`` for diffusers releases that take it (0.37 and later deprecate ``torch_dtype``
     with a FutureWarning on every load), else ``{"torch_dtype": dtype}``."""
@@ -264,8 +274,8 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
 
     from kaleido.device import check_device
 
-    dt = torch_dtype(dtype)
     check_device(device)  # an unavailable device is refused in one line before any weight is read
+    dt = check_dtype(device, dtype)  # so is fp16 on the CPU
     source = resolve_model(model)
     local = os.path.isdir(source)
     if not local:
