@@ -1,0 +1,382 @@
+"""A few-step student of the miniature pipeline: ``tiny-turbo``, distilled by teacher-trajectory regression.
+
+The paper's regime is a few-step distilled model (TurboDiffusion: Wan 2.1 distilled to 4 steps, one
+transformer call per step). :func:`run_distill` builds its miniature counterpart on a 2-core CPU:
+
+1. **Teacher trajectories.** The shipped pipeline (25 Euler steps, guidance 5, two transformer calls per
+   step) runs from stored noise seeds on training-distribution prompts (:func:`training_prompts`: random
+   clip descriptions of the training data, never an evaluation or calibration prompt), and every state of
+   its sampling path is kept (26 latents per trajectory, in chunks of safetensors: resumable).
+2. **Regression.** The student starts from the teacher's weights and is trained so that **one** Euler step
+   from the teacher's state at its sigma ``s_i`` lands on the teacher's state at ``s_{i+1}`` (MSE of the
+   landing state), conditioned on the prompt alone (no unconditional call: guidance is distilled into it).
+   The teacher's Euler path is piecewise linear in sigma, so its state at a student sigma between two of
+   its own is the exact linear interpolation of the two. A last phase (``rollout_fraction`` of the steps)
+   trains on the student's own 4-step rollout from the noise, scored on the teacher's final latent, so
+   the errors a step inherits from the steps before it are trained on too.
+
+Why this method: it needs only forward passes of the teacher (no reward model, discriminator or second
+network in training, unlike adversarial or consistency distillation), fits a 2-core CPU in about an hour,
+and keeps the teacher's noise-to-video map, so the student is scored against the teacher for the same seed.
+
+The student's schedule: diffusers' 4-step sigmas at shift 2 are ``[1.0, 0.80, 0.50, 0.002, 0]`` (one step
+from 0.5 to almost clean, then a step that does nothing). The student stretches them with the scheduler's
+own ``shift_terminal`` so that its last step starts at ``shift_terminal`` (0.25: ``[1.0, 0.85, 0.625, 0.25,
+0]``); the schedule ships with the variant as its scheduler config.
+
+``out_dir`` layout::
+
+    trajectories/   chunk-NNNN.safetensors (states, noise), chunk-NNNN.json (prompts, seeds, sigmas)
+    train/          ckpt/ (resumable), ema/, log.jsonl
+    variant/        transformer/ (EMA weights, diffusers layout), scheduler/ and variant.json
+
+``python -m kaleido.tiny.distill --out runs/tiny-turbo`` is the shipped run's command (docs/model-card.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kaleido.atomic import atomic_path, write_atomic
+
+
+@dataclass
+class DistillConfig:
+    out_dir: str = "runs/tiny-turbo"
+    seed: int = 0
+    #: teacher trajectories (each one prompt x one noise seed) and how many run in one batched pipeline call
+    n_trajectories: int = 320
+    chunk: int = 16
+    #: the teacher's sampling (the shipped pipeline's defaults)
+    teacher_steps: int = 25
+    teacher_guidance: float = 5.0
+    #: noise seeds of trajectory ``i`` are ``noise_seed_base + i`` (evaluation uses seeds 0, 1, ...)
+    noise_seed_base: int = 100_000
+    #: the student's schedule: ``student_steps`` sigmas of the scheduler at ``student_shift``, stretched so the
+    #: last non-zero one is ``student_shift_terminal`` (``None``: diffusers' own, unstretched)
+    student_steps: int = 4
+    student_shift: float = 2.0
+    student_shift_terminal: float | None = 0.25
+    #: regression
+    train_steps: int = 2400
+    batch: int = 8
+    lr: float = 5e-5
+    warmup: int = 50
+    ema_decay: float = 0.995
+    #: the last fraction of the steps trains on the student's own rollout (batch ``rollout_batch``)
+    rollout_fraction: float = 0.25
+    rollout_batch: int = 4
+    ckpt_every: int = 100
+    log_every: int = 25
+    #: trajectories kept apart to validate the student (its own rollout vs the teacher's final latent)
+    n_val: int = 16
+    threads: int = 2
+
+    def validate(self) -> None:
+        if self.n_trajectories <= self.n_val or self.n_val < 1:
+            raise ValueError(f"n_trajectories={self.n_trajectories} must exceed n_val={self.n_val} >= 1")
+        if self.chunk < 1 or self.batch < 1 or self.rollout_batch < 1:
+            raise ValueError("chunk, batch and rollout_batch must be >= 1")
+        if self.student_steps < 1 or self.student_steps >= self.teacher_steps:
+            raise ValueError(f"student_steps={self.student_steps} must be in 1..{self.teacher_steps - 1}")
+        if self.student_shift_terminal is not None and not 0.0 < self.student_shift_terminal < 1.0:
+            raise ValueError(f"student_shift_terminal={self.student_shift_terminal} must be in (0, 1)")
+        if not 0.0 <= self.rollout_fraction <= 1.0:
+            raise ValueError(f"rollout_fraction={self.rollout_fraction} must be in [0, 1]")
+
+
+def excluded_prompts() -> set[str]:
+    """Prompts a student must never train on: the comparison's evaluation prompts and the calibration ones."""
+    from kaleido.compare.grids import DEFAULT_PROMPTS
+
+    out = set(DEFAULT_PROMPTS)
+    root = Path(__file__).resolve().parents[3] / "configs" / "calibration"
+    for name in ("prompts.txt", "heldout.txt"):
+        f = root / name
+        if f.is_file():
+            out |= {ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
+    return out
+
+
+def training_prompts(n: int, seed: int) -> list[str]:
+    """``n`` clip descriptions drawn as the training data draws them (:func:`kaleido.tiny.data.random_spec`),
+    plus the two real-video prompts now and then; evaluation and calibration prompts are redrawn."""
+    from kaleido.tiny.data import REAL_PROMPTS, random_spec
+
+    rng = np.random.default_rng([seed, 7177])
+    banned = excluded_prompts()
+    real = list(REAL_PROMPTS.values())
+    out: list[str] = []
+    while len(out) < n:
+        if rng.random() < 0.1:
+            p = real[int(rng.integers(len(real)))]
+        else:
+            p = random_spec(rng).prompt
+        if p not in banned:
+            out.append(p)
+    return out
+
+
+def student_scheduler(base_scheduler, cfg: DistillConfig):
+    """The teacher's scheduler class and config with the student's shift and terminal sigma."""
+    return type(base_scheduler).from_config(base_scheduler.config, shift=cfg.student_shift,
+                                            shift_terminal=cfg.student_shift_terminal)
+
+
+def schedule_sigmas(scheduler, steps: int) -> list[float]:
+    """The ``steps + 1`` sigmas (last 0) ``scheduler`` samples with."""
+    scheduler.set_timesteps(steps)
+    return [float(s) for s in scheduler.sigmas]
+
+
+# --------------------------------------------------------------------------------------------- trajectories
+def _chunk_paths(root: Path, i: int) -> tuple[Path, Path]:
+    return root / f"chunk-{i:04d}.safetensors", root / f"chunk-{i:04d}.json"
+
+
+@torch.no_grad()
+def teacher_chunk(pipe, prompts: list[str], seeds: list[int], steps: int, guidance: float):
+    """Run the teacher on ``prompts`` from the noise of ``seeds``; ``(states (B, steps + 1, C, T, H, W), sigmas)``."""
+    from kaleido.tiny.pipeline import TINY_DEMO
+
+    d = TINY_DEMO
+    c = pipe.transformer.config.in_channels
+    t = (d.num_frames - 1) // pipe.vae_scale_factor_temporal + 1
+    h, w = d.height // pipe.vae_scale_factor_spatial, d.width // pipe.vae_scale_factor_spatial
+    noise = torch.stack([torch.randn((c, t, h, w), generator=torch.Generator().manual_seed(s)) for s in seeds])
+    states = [noise.clone()]
+
+    def keep(_pipe, _i, _t, kw):
+        states.append(kw["latents"].detach().float().clone())
+        return kw
+
+    pipe(list(prompts), negative_prompt=[d.negative_prompt] * len(prompts), height=d.height, width=d.width,
+         num_frames=d.num_frames, num_inference_steps=steps, guidance_scale=guidance, latents=noise.clone(),
+         max_sequence_length=d.max_sequence_length, output_type="latent", callback_on_step_end=keep,
+         callback_on_step_end_tensor_inputs=["latents"])
+    sigmas = [float(s) for s in pipe.scheduler.sigmas]
+    return torch.stack(states, 1), sigmas
+
+
+def make_trajectories(cfg: DistillConfig, pipe, progress: bool = True) -> Path:
+    """Every chunk of teacher trajectories not yet on disk (each chunk depends only on ``(seed, index)``)."""
+    root = Path(cfg.out_dir) / "trajectories"
+    root.mkdir(parents=True, exist_ok=True)
+    prompts = training_prompts(cfg.n_trajectories, cfg.seed)
+    n_chunks = math.ceil(cfg.n_trajectories / cfg.chunk)
+    for i in range(n_chunks):
+        st, js = _chunk_paths(root, i)
+        if js.is_file() and st.is_file():
+            continue
+        lo, hi = i * cfg.chunk, min(cfg.n_trajectories, (i + 1) * cfg.chunk)
+        seeds = [cfg.noise_seed_base + k for k in range(lo, hi)]
+        t0 = time.time()
+        states, sigmas = teacher_chunk(pipe, prompts[lo:hi], seeds, cfg.teacher_steps, cfg.teacher_guidance)
+        from safetensors.torch import save_file
+
+        with atomic_path(st) as tmp:
+            save_file({"states": states.contiguous()}, str(tmp))
+        write_atomic(js, json.dumps(dict(prompts=prompts[lo:hi], seeds=seeds, sigmas=sigmas,
+                                         steps=cfg.teacher_steps, guidance=cfg.teacher_guidance,
+                                         seconds=round(time.time() - t0, 1))))
+        if progress:
+            print(f"trajectories {hi}/{cfg.n_trajectories} ({time.time() - t0:.1f} s for {hi - lo})", flush=True)
+    return root
+
+
+def load_trajectories(root: Path) -> tuple[torch.Tensor, list[float], list[str]]:
+    """All chunks: states ``(N, K, C, T, H, W)``, the teacher's sigmas (``K``), the prompts (``N``)."""
+    from safetensors.torch import load_file
+
+    states, prompts, sigmas = [], [], None
+    for js in sorted(root.glob("chunk-*.json")):
+        meta = json.loads(js.read_text())
+        states.append(load_file(str(js.with_suffix(".safetensors")))["states"])
+        prompts += meta["prompts"]
+        sigmas = meta["sigmas"]
+    if not states:
+        raise ValueError(f"no teacher trajectories under {root}: run the trajectory stage first")
+    return torch.cat(states), sigmas, prompts
+
+
+def states_at(states: torch.Tensor, teacher_sigmas: list[float], sigma: float) -> torch.Tensor:
+    """The teacher's state at ``sigma``: exact on its Euler path (linear in sigma between two of its sigmas)."""
+    ts = teacher_sigmas
+    for k in range(len(ts) - 1):
+        hi, lo = ts[k], ts[k + 1]
+        if lo <= sigma <= hi:
+            a = 0.0 if hi == lo else (hi - sigma) / (hi - lo)
+            return (1 - a) * states[:, k] + a * states[:, k + 1]
+    raise ValueError(f"sigma={sigma} outside the teacher's range [{ts[-1]}, {ts[0]}]")
+
+
+# ------------------------------------------------------------------------------------------------ training
+def _lr(cfg: DistillConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.train_steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def rollout(transformer, x: torch.Tensor, sigmas: list[float], text: torch.Tensor) -> torch.Tensor:
+    """The student's Euler sampling from ``x`` (at ``sigmas[0]``) along ``sigmas``."""
+    from kaleido.tiny.train_transformer import predict
+
+    for s, s_next in zip(sigmas[:-1], sigmas[1:]):
+        v = predict(transformer, x, torch.full((len(x),), s), text)
+        x = x + (s_next - s) * v
+    return x
+
+
+def train_student(cfg: DistillConfig, pipe, progress: bool = True):
+    """Regress the student on the stored trajectories; returns its EMA weights (a transformer)."""
+    import copy
+
+    from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+    from kaleido.tiny.train_transformer import PromptEmbeddings, optimiser_step, predict
+
+    states, teacher_sigmas, prompts = load_trajectories(Path(cfg.out_dir) / "trajectories")
+    sigmas = schedule_sigmas(student_scheduler(pipe.scheduler, cfg), cfg.student_steps)
+    at = torch.stack([states_at(states, teacher_sigmas, s) for s in sigmas], 1)  # (N, steps + 1, ...)
+    at[:, 0] = states[:, 0]
+    at[:, -1] = states[:, -1]
+    n_val = cfg.n_val
+    train_idx = torch.arange(n_val, len(at))
+    emb = PromptEmbeddings(pipe, prompts)
+    text = emb.batch(prompts)
+
+    model = pipe.transformer.float().train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    ema = copy.deepcopy(model).eval()
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    root = Path(cfg.out_dir) / "train"
+    ckpt, ema_dir, log = root / "ckpt", root / "ema", root / "log.jsonl"
+    start = 0
+    if has_checkpoint(ckpt):
+        start = int(load_checkpoint(ckpt, model, opt)["step"])
+        load_checkpoint(ema_dir, ema, None)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    for _ in range(start):  # the same draws as an uninterrupted run
+        torch.randint(len(train_idx), (max(cfg.batch, cfg.rollout_batch),), generator=gen)
+        torch.randint(cfg.student_steps, (cfg.batch,), generator=gen)
+
+    def val_psnr() -> float:
+        with torch.no_grad():
+            x = rollout(ema, at[:n_val, 0], sigmas, text[:n_val])
+            err = ((x - at[:n_val, -1]) ** 2).mean(dim=(1, 2, 3, 4))
+            peak = at[:n_val, -1].abs().amax(dim=(1, 2, 3, 4)) ** 2
+            return float((10 * torch.log10(peak / err)).mean())
+
+    rollout_from = int(cfg.train_steps * (1 - cfg.rollout_fraction))
+    t0 = time.time()
+    if start == 0:
+        write_atomic(log, json.dumps(dict(step=0, val_latent_psnr=round(val_psnr(), 3), sigmas=sigmas)) + "\n")
+    for step in range(start, cfg.train_steps):
+        for g in opt.param_groups:
+            g["lr"] = _lr(cfg, step)
+        pick = train_idx[torch.randint(len(train_idx), (max(cfg.batch, cfg.rollout_batch),), generator=gen)]
+        k = torch.randint(cfg.student_steps, (cfg.batch,), generator=gen)
+        if step >= rollout_from:
+            b = pick[: cfg.rollout_batch]
+            x = rollout(model, at[b, 0], sigmas, text[b])
+            loss = torch.nn.functional.mse_loss(x, at[b, -1])
+        else:
+            b = pick[: cfg.batch]
+            x = at[b, k]
+            s = torch.tensor([sigmas[i] for i in k.tolist()])
+            s_next = torch.tensor([sigmas[i + 1] for i in k.tolist()])
+            v = predict(model, x, s, text[b])
+            landed = x + (s_next - s).view(-1, 1, 1, 1, 1) * v
+            loss = torch.nn.functional.mse_loss(landed, at[b, k + 1])
+        optimiser_step(model, ema, opt, loss, cfg.ema_decay, step)
+        done = step + 1
+        if done % cfg.log_every == 0 or done == cfg.train_steps:
+            rec = dict(step=done, loss=round(float(loss), 6), lr=_lr(cfg, step), seconds=round(time.time() - t0, 1),
+                       phase="rollout" if step >= rollout_from else "step")
+            if done % (cfg.log_every * 8) == 0 or done == cfg.train_steps:
+                rec["val_latent_psnr"] = round(val_psnr(), 3)
+            with open(log, "a") as f:  # append-only log: a killed run leaves whole lines
+                f.write(json.dumps(rec) + "\n")
+            if progress:
+                print(json.dumps(rec), flush=True)
+        if done % cfg.ckpt_every == 0 or done == cfg.train_steps:
+            save_checkpoint(ckpt, model, opt, {"step": done})
+            save_checkpoint(ema_dir, ema, opt, {"step": done})
+    return ema, sigmas, time.time() - t0
+
+
+def export_variant(cfg: DistillConfig, transformer, scheduler, sigmas: list[float], target: Path | None = None,
+                   timing: dict | None = None) -> Path:
+    """Save the student's transformer and scheduler and ``variant.json`` to ``target`` (default ``out_dir/variant``)."""
+    target = Path(target) if target is not None else Path(cfg.out_dir) / "variant"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    transformer.save_pretrained(str(target / "transformer"), safe_serialization=True)
+    scheduler.save_pretrained(str(target / "scheduler"))
+    record = dict(num_inference_steps=cfg.student_steps, guidance_scale=1.0, sigmas=[round(s, 6) for s in sigmas],
+                  teacher=dict(steps=cfg.teacher_steps, guidance=cfg.teacher_guidance), recipe=asdict(cfg),
+                  **(timing or {}))
+    write_atomic(target / "variant.json", json.dumps(record, indent=1))
+    return target
+
+
+def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | None = None) -> Path:
+    """Trajectories, regression, export; each stage resumes where a killed run stopped."""
+    from kaleido.tiny.pipeline import load_pipeline
+
+    cfg.validate()
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "distill_config.json", json.dumps(asdict(cfg), indent=1))
+    pipe = load_pipeline("tiny")
+    pipe.set_progress_bar_config(disable=True)
+    t0 = time.time()
+    make_trajectories(cfg, pipe, progress)
+    traj_s = time.time() - t0
+    if stop_after == "trajectories":
+        return out
+    ema, sigmas, train_s = train_student(cfg, pipe, progress)
+    return export_variant(cfg, ema, student_scheduler(pipe.scheduler, cfg), sigmas,
+                          timing={"trajectories_s": round(traj_s, 1), "train_s": round(train_s, 1)})
+
+
+def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.distill ...
+    import argparse
+
+    p = argparse.ArgumentParser(description="Distil the shipped miniature transformer to a few-step student.")
+    p.add_argument("--out", default="runs/tiny-turbo")
+    p.add_argument("--trajectories", type=int, default=None)
+    p.add_argument("--train-steps", type=int, default=None)
+    p.add_argument("--steps", type=int, default=None, help="the student's sampling steps")
+    p.add_argument("--shift-terminal", type=float, default=None)
+    p.add_argument("--stop-after", choices=["trajectories"], default=None)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    cfg = DistillConfig(out_dir=a.out, threads=a.threads)
+    if a.trajectories is not None:
+        cfg.n_trajectories = a.trajectories
+    if a.train_steps is not None:
+        cfg.train_steps = a.train_steps
+    if a.steps is not None:
+        cfg.student_steps = a.steps
+    if a.shift_terminal is not None:
+        cfg.student_shift_terminal = a.shift_terminal
+    print(run_distill(cfg, stop_after=a.stop_after))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
