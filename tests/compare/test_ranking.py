@@ -18,3 +18,13 @@ def test_each_method_counts_its_best_setting_at_the_level_and_stacks_count_as_th
     assert ranking[2].best.settings == {"theta1": 16} and ranking[2].best.total_saved == 0.11
     assert ranking[-1].best is None and ranking[-1].best_psnr == 25.0
     assert ranking_at_quality(aggs, 35.0)[0].method == "kaleido"  # only kaleido theta1=8 reaches 35 dB
+
+
+def test_equal_savings_pick_the_higher_psnr_as_the_accelerator_table_does():
+    from kaleido.report.accel import representatives
+
+    aggs = [agg("kaleido", {"theta1": 8}, 31.0, 0.2), agg("kaleido", {"theta1": 9}, 33.0, 0.2)]
+    (r,) = ranking_at_quality(aggs, 30.0)
+    assert r.best.settings == {"theta1": 9}
+    # the simulated speedup attached to the ranking row is that of the same setting
+    assert representatives(aggs, 30.0)[0].settings == r.best.settings

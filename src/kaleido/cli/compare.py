@@ -29,8 +29,9 @@ import click
               help="Comma-separated simulator workloads for the accelerator table ('none' to skip it).")
 def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json, compact, workloads):
     """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
-    from kaleido.compare.analysis import (RANK_MIN_PSNR_DB, aggregate, errors, fmt_pct, load_rows, matched_savings,
-                                          pareto_figure, ranking_at_quality)
+    from kaleido.compare.analysis import (NEEDS_ACCELERATOR, RANK_MIN_PSNR_DB, TODAY, accelerator_speedups, aggregate,
+                                          errors, fmt_pct, load_rows, matched_savings, pareto_figure,
+                                          ranking_at_quality)
     from kaleido.compare.grids import build_points
     from kaleido.compare.sweep import run_sweep
 
@@ -69,7 +70,6 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
         raise click.UsageError(str(e))
     aggs = aggregate(rows)
     matched = matched_savings(aggs)
-    ranking = ranking_at_quality(aggs)
     from kaleido.atomic import write_atomic
 
     write_atomic(results / "pareto.png", pareto_figure(aggs))
@@ -85,6 +85,7 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     for line in (why, why_matched):
         if line:
             click.echo(line, err=True)
+    ranking = ranking_at_quality(aggs, accel=accelerator_speedups(accel_matched))  # same 30 dB level
     if as_json:
         click.echo(json.dumps({"settings": [a.to_dict() for a in aggs],
                                "matched": {m: [c.to_dict() for c in cs] for m, cs in matched.items()},
@@ -103,13 +104,13 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     t = Table(title=f"methods on {len({r['prompt'] for r in rows if 'prompt' in r})} prompts (rows in {results}); "
                     "intervals: 95% bootstrap over prompts")
     for c in ("method / settings", "n", "PSNR dB [95% CI]", "SSIM", "self q.k^T saved", "net of estimate",
-              "transformer saved [95% CI]"):
-        t.add_column(c, justify="right" if c != "method / settings" else "left")
+              "transformer saved [95% CI]", "wall vs dense (runs)", "saving real on"):
+        t.add_column(c, justify="left" if c in ("method / settings", "saving real on") else "right")
     for a in aggs:
         lo, hi = a.total_saved_ci95
         t.add_row(a.label, str(a.n), f"{a.psnr:.2f} [{a.psnr_ci95[0]:.2f}, {a.psnr_ci95[1]:.2f}]", f"{a.ssim:.4f}",
                   fmt_pct(a.self_qk_saved), fmt_pct(a.self_qk_saved_net),
-                  f"{fmt_pct(a.total_saved)} [{fmt_pct(lo)}, {fmt_pct(hi)}]")
+                  f"{fmt_pct(a.total_saved)} [{fmt_pct(lo)}, {fmt_pct(hi)}]", _wall(a), a.realised)
     con.print(t)
     m = Table(title="PSNR at matched self-attention q.k^T savings")
     m.add_column("method")
@@ -119,16 +120,24 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
         m.add_row(meth, *[f"{c.psnr:.2f} dB" if c.psnr is not None else "n/a" for c in cells])
     con.print(m)
     r = Table(title=f"whole transformer saved at mean PSNR >= {RANK_MIN_PSNR_DB:.0f} dB (each method's best setting)")
-    for c in ("#", "method", "setting", "PSNR dB [95% CI]", "transformer saved [95% CI]"):
-        r.add_column(c, justify="left" if c in ("method", "setting") else "right")
+    for c in ("#", "method", "setting", "PSNR dB [95% CI]", "transformer saved (MACs) [95% CI]",
+              "wall vs dense (runs)", "measured on", "where the saving is real"):
+        r.add_column(c, justify="right" if c in ("#", "PSNR dB [95% CI]", "transformer saved (MACs) [95% CI]",
+                                                 "wall vs dense (runs)") else "left")
     for i, rm in enumerate(ranking, 1):
         b = rm.best
         if b is None:
-            r.add_row("-", rm.method, f"not reached (best {rm.best_psnr:.2f} dB)", "", "")
+            r.add_row("-", rm.method, f"not reached (best {rm.best_psnr:.2f} dB)", "", "", "", "", rm.where)
         else:
             r.add_row(str(i), rm.method, b.label, f"{b.psnr:.2f} [{b.psnr_ci95[0]:.2f}, {b.psnr_ci95[1]:.2f}]",
-                      f"{fmt_pct(b.total_saved)} [{fmt_pct(b.total_saved_ci95[0])}, {fmt_pct(b.total_saved_ci95[1])}]")
+                      f"{fmt_pct(b.total_saved)} [{fmt_pct(b.total_saved_ci95[0])}, {fmt_pct(b.total_saved_ci95[1])}]",
+                      _wall(b), b.wall_device if b.wall_ratio_runs else "", rm.where)
     con.print(r)
+    con.print(f"wall vs dense: median over the runs of method time / dense time for the same prompt and seed, on the "
+              f"machine that ran them (below 1x is faster). {TODAY}: the technique skips work on a CPU/GPU today; "
+              f"{NEEDS_ACCELERATOR}: its saving is realised only by the hardware it was designed for (the simulated "
+              "speedup over the dense array, at the same setting, where the accelerator table has one); on a CPU/GPU "
+              "its float path emulates it and costs time.")
     for key in dict.fromkeys((r["method"], str(r["settings"]), r["error"]) for r in errors(rows)):
         con.print(f"[yellow]refused[/yellow] {key[0]} {key[1]}: {key[2]}")  # each refused setting once
     for tables, how in ((accel, "each method at its representative setting"),
@@ -146,6 +155,13 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     con.print(f"Pareto plot: {results / 'pareto.png'}")
     if failed:
         raise SystemExit(1)
+
+
+def _wall(a) -> str:
+    """A setting's median wall-time ratio against dense with its paired runs (``-``: none paired)."""
+    from kaleido.compare.analysis import fmt_ratio
+
+    return "-" if not a.wall_ratio_runs else f"{fmt_ratio(a.wall_ratio)} ({a.wall_ratio_runs})"
 
 
 def _figure_kind(d: dict) -> str:

@@ -5,6 +5,13 @@ free.  Savings are 8-bit-equivalent MAC fractions per op kind, as each method co
 them (:mod:`kaleido.baselines.base`); ``self_qk`` is self-attention q.k^T, ``total``
 the whole transformer's blocks with each method's own estimation work included.
 PSNR ``inf`` (identical video) is averaged as :data:`PSNR_CAP_DB`.
+
+Beside the MACs, every setting carries the wall time it measured: the median over its runs
+of method time / dense time for the same prompt and seed (:func:`wall_ratios`), on the machine
+that ran them (the rows' ``device``, :func:`device_label`), and where its saving is real
+(:func:`saving_realised`): on today's CPUs and GPUs, or only on the accelerator it was
+designed for, whose simulated speedup :func:`accelerator_speedups` reads off the accelerator
+tables.
 """
 
 from __future__ import annotations
@@ -26,6 +33,87 @@ from .points import DENSE, settings_label
 
 PSNR_CAP_DB = 100.0
 MATCH_TARGETS = (0.5, 0.7)
+
+#: :func:`saving_realised`'s two answers
+TODAY = "today's hardware"
+NEEDS_ACCELERATOR = "needs the accelerator"
+
+#: Where each technique's MAC saving turns into time.  ``TODAY``: it skips work on a CPU or GPU
+#: today (step caches skip whole steps or blocks; sparse attention and token merging shrink the
+#: attention a kernel computes).  ``NEEDS_ACCELERATOR``: the saving is realised only by the
+#: hardware it was designed for, which this project simulates (``kaleido.hw``; the accelerator
+#: table); on a CPU or GPU its float path emulates the reduced-precision or skipped work and costs
+#: time.  A stack is classified from its techniques (:func:`saving_realised`).  This mapping is the
+#: one place the classification lives; a method missing from it reads as unclassified.
+SAVING_REALISED = {
+    "kaleido": NEEDS_ACCELERATOR, "adaptiv": NEEDS_ACCELERATOR, "exion": NEEDS_ACCELERATOR,
+    "cambricon_d": NEEDS_ACCELERATOR,
+    "sparse_videogen": TODAY, "block_topk": TODAY, "tome": TODAY,
+    "pab": TODAY, "fbcache": TODAY, "taylorseer": TODAY, "magcache": TODAY, "cache_dit": TODAY,
+}
+
+
+def saving_realised(method: str, settings: dict | None = None) -> str:
+    """Where ``method``'s saving is real (:data:`SAVING_REALISED`): :data:`TODAY`, :data:`NEEDS_ACCELERATOR`,
+    for a stack the shared answer of its techniques or ``"mixed: ..."`` naming each side, or
+    ``"unclassified"``."""
+    if method == "stack":
+        names = [t["technique"] for t in (settings or {}).get("techniques", ())]
+        where = {n: saving_realised(n) for n in names}
+        kinds = set(where.values())
+        if len(kinds) <= 1:
+            return kinds.pop() if kinds else "unclassified"
+        return "mixed: " + "; ".join(f"{n} on {w}" if w == TODAY else f"{n} {w}" for n, w in where.items())
+    return SAVING_REALISED.get(method, "unclassified")
+
+
+#: the device label of a row that recorded none (rows written before rows recorded their device)
+UNKNOWN_DEVICE = "unknown device"
+
+
+def device_label(row: dict) -> str:
+    """The machine a row's wall time was measured on, from its ``device`` field
+    (:func:`kaleido.compare.worker.device_info`): e.g. ``"cpu: AMD EPYC 7B13, 1 thread"``,
+    ``"cuda: NVIDIA H200, 1 thread"``; :data:`UNKNOWN_DEVICE` when the row has none."""
+    d = row.get("device")
+    if not isinstance(d, dict) or not d.get("type"):
+        return UNKNOWN_DEVICE
+    threads = d.get("threads")
+    name = d.get("name") or "unnamed"
+    return f"{d['type']}: {name}" + ("" if threads is None else f", {threads} thread{'s' if threads != 1 else ''}")
+
+
+def _dense_identity(point: dict) -> tuple:
+    """What pairs a method row with its dense reference: pipeline, weights, call, prompt, seed."""
+    return (point.get("pipeline"), point.get("model_id", ""), json.dumps(point.get("call") or {}, sort_keys=True),
+            point.get("prompt"), int(point.get("seed", 0)))
+
+
+def wall_ratios(rows: list[dict]) -> dict[str, tuple[float, str]]:
+    """Row key -> (method wall time / dense wall time, device label) for every method row with a dense time
+    for the same pipeline, weights, call, prompt and seed.
+
+    The dense time is the row's own ``dense_wall_s`` when it has one (measured in the same process), else the
+    wall time of the dense row of its point.  A pair whose two rows both record a device, and different ones,
+    is left out (not a same-machine ratio).  The label is the method row's device."""
+    dense = {_dense_identity(r["point"]): r for r in rows
+             if r.get("point", {}).get("method") == DENSE and r.get("wall_s")}
+    out = {}
+    for r in rows:
+        pt = r.get("point", {})
+        if pt.get("method") in (None, DENSE) or pt.get("key") is None or r.get("error") or not r.get("wall_s"):
+            continue
+        label = device_label(r)
+        t = r.get("dense_wall_s")
+        if not t:
+            d = dense.get(_dense_identity(pt))
+            if d is None:
+                continue
+            if label != UNKNOWN_DEVICE and device_label(d) not in (UNKNOWN_DEVICE, label):
+                continue
+            t = d["wall_s"]
+        out[pt["key"]] = (float(r["wall_s"]) / float(t), label)
+    return out
 
 
 def load_rows(results_dir: str | Path) -> list[dict]:
@@ -116,15 +204,26 @@ class SettingAggregate:
     prompts: int = 0
     #: mean saving over the op kinds Kaleido can reuse (``kaleido.ops.SWITCH_OF``): what calibration targets
     reusable_saved: float = 0.0
+    #: median over the runs of method wall time / dense wall time, same prompt and seed (:func:`wall_ratios`;
+    #: NaN: no run had a dense time to pair with), how many runs paired, and the device(s) they ran on
+    wall_ratio: float = float("nan")
+    wall_ratio_runs: int = 0
+    wall_device: str = UNKNOWN_DEVICE
 
     @property
     def label(self) -> str:
         return settings_label(self.method, self.settings)
 
+    @property
+    def realised(self) -> str:
+        """Where the saving is real (:func:`saving_realised`)."""
+        return saving_realised(self.method, self.settings)
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d.pop("thumbs")
         d["label"] = self.label
+        d["saving_realised"] = self.realised
         return d
 
 
@@ -139,6 +238,7 @@ def _prompt_interval(rows: list[dict], values: list[float]) -> tuple[float, floa
 def aggregate(rows: list[dict]) -> list[SettingAggregate]:
     """Mean quality and savings per (method, settings), over every prompt and seed (error rows skipped)."""
     groups: dict[str, list[dict]] = defaultdict(list)
+    walls = wall_ratios(rows)
     for r in rows:
         if r.get("point", {}).get("method") == DENSE or r.get("error"):
             continue
@@ -157,6 +257,7 @@ def aggregate(rows: list[dict]) -> list[SettingAggregate]:
             dense = sum(v["dense_macs"] for v in ro)
             reusable.append(1.0 - sum(v["equiv8_macs"] for v in ro) / dense if dense else 0.0)
         first = sorted(rs, key=lambda r: (r["prompt"], r["seed"]))[0]
+        paired = [walls[r["point"]["key"]] for r in rs if r["point"].get("key") in walls]
         out.append(SettingAggregate(
             rs[0]["method"], rs[0]["point"]["settings"], len(rs), float(np.mean(psnr)),
             float(np.mean([r["quality"]["ssim"] for r in rs])), float(np.min(psnr)),
@@ -166,6 +267,9 @@ def aggregate(rows: list[dict]) -> list[SettingAggregate]:
             psnr_ci95=_prompt_interval(rs, psnr), ssim_ci95=_prompt_interval(rs, [r["quality"]["ssim"] for r in rs]),
             total_saved_ci95=_prompt_interval(rs, [r["report"]["total_saved_fraction"] for r in rs]),
             prompts=len({r["prompt"] for r in rs}), reusable_saved=float(np.mean(reusable)),
+            wall_ratio=float(np.median([x for x, _ in paired])) if paired else float("nan"),
+            wall_ratio_runs=len(paired),
+            wall_device="; ".join(sorted({d for _, d in paired})) or UNKNOWN_DEVICE,
         ))
     return sorted(out, key=lambda a: (a.method, a.self_qk_saved, a.total_saved))
 
@@ -240,6 +344,14 @@ class RankedMethod:
     method: str
     best: SettingAggregate | None  #: None: no setting of the method reaches the level
     best_psnr: float  #: the method's highest mean PSNR (for "not reached" rows)
+    realised: str = "unclassified"  #: where its saving is real (:func:`saving_realised`)
+    #: the simulated accelerator's speedup of ``best`` per workload (:func:`accelerator_speedups`; empty: none)
+    accel: list[dict] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        """:attr:`realised` with the simulated speedups (:func:`where_text`)."""
+        return where_text(self.realised, self.accel)
 
     def to_dict(self) -> dict:
         b = self.best
@@ -247,13 +359,22 @@ class RankedMethod:
                 "psnr": None if b is None else b.psnr, "psnr_ci95": None if b is None else list(b.psnr_ci95),
                 "total_saved": None if b is None else b.total_saved,
                 "total_saved_ci95": None if b is None else list(b.total_saved_ci95),
-                "runs": None if b is None else b.n, "best_psnr": self.best_psnr}
+                "runs": None if b is None else b.n, "best_psnr": self.best_psnr,
+                "wall_ratio": None if b is None or math.isnan(b.wall_ratio) else b.wall_ratio,
+                "wall_ratio_runs": None if b is None else b.wall_ratio_runs,
+                "wall_device": None if b is None else b.wall_device,
+                "saving_realised": self.realised, "accelerator_speedups": list(self.accel)}
 
 
-def ranking_at_quality(aggs: list[SettingAggregate], min_psnr: float = RANK_MIN_PSNR_DB) -> list[RankedMethod]:
+def ranking_at_quality(aggs: list[SettingAggregate], min_psnr: float = RANK_MIN_PSNR_DB,
+                       accel: dict[str, list[dict]] | None = None) -> list[RankedMethod]:
     """Every method ranked by the whole-transformer saving of its best setting with mean PSNR >= ``min_psnr``
-    (methods none of whose settings reach it last, by their best PSNR).  A stack counts as its own method,
-    one per step cache + technique pair (``taylorseer + kaleido``)."""
+    (methods none of whose settings reach it last, by their best PSNR; equal savings: the higher PSNR, as
+    :func:`kaleido.report.accel.representatives` picks).  A stack counts as its own method, one per step
+    cache + technique pair (``taylorseer + kaleido``).
+
+    ``accel``: :func:`accelerator_speedups` of accelerator tables built at the same PSNR level (each design at
+    the same most-saving setting); a method's entry is attached to its row."""
     by: dict[str, list[SettingAggregate]] = defaultdict(list)
     for a in aggs:
         name = a.method
@@ -263,9 +384,44 @@ def ranking_at_quality(aggs: list[SettingAggregate], min_psnr: float = RANK_MIN_
     out = []
     for name, pts in by.items():
         ok = [a for a in pts if a.psnr >= min_psnr]
-        best = max(ok, key=lambda a: a.total_saved) if ok else None
-        out.append(RankedMethod(name, best, max(a.psnr for a in pts)))
+        best = max(ok, key=lambda a: (a.total_saved, a.psnr)) if ok else None
+        speedups = (accel or {}).get(name, []) if best is not None and best.method == name else []
+        out.append(RankedMethod(name, best, max(a.psnr for a in pts), pts[0].realised, list(speedups)))
     return sorted(out, key=lambda r: (r.best is None, -(r.best.total_saved if r.best else r.best_psnr)))
+
+
+def accelerator_speedups(tables: list[dict]) -> dict[str, list[dict]]:
+    """Method -> ``[{"workload", "speedup_vs_dense", "figure"}]``: each design's simulated speedup over the dense
+    array in accelerator tables (:func:`kaleido.report.accel.design_table`'s dicts), for the designs that stand
+    for a method's own rows: ``figure`` is ``"trace-replayed"``, ``"upper bound"`` (a row without a trace) or
+    ``"measured profile"`` (Kaleido's).  The dense array and a Kaleido design simulated from the synthetic
+    example profile are left out."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    for t in tables:
+        for d in t.get("designs", ()):
+            m = d.get("method")
+            if m is None or str(d.get("source", "")).startswith("SYNTHETIC"):
+                continue
+            figure = ("measured profile" if "replayed" not in d else
+                      "trace-replayed" if d["replayed"] else "upper bound")
+            out[m].append({"workload": t["workload"], "speedup_vs_dense": float(d["speedup_vs_dense"]),
+                           "figure": figure})
+    return dict(out)
+
+
+def where_text(realised: str, accel: list[dict] | None = None) -> str:
+    """``realised`` with the simulated accelerator speedups, e.g. ``"needs the accelerator (simulated: 1.12x
+    wan-1.3b-480p, 1.14x hunyuan-720p)"``; an upper-bound figure says so."""
+    if not accel:
+        return realised
+    figs = ", ".join(f"{a['speedup_vs_dense']:.2f}x {a['workload']}" + (" (upper bound)" if a["figure"] == "upper bound"
+                                                                          else "") for a in accel)
+    return f"{realised} (simulated: {figs})"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A wall-time ratio as ``"0.50x"`` (``"-"``: none measured)."""
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}x"
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

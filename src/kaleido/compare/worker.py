@@ -4,12 +4,16 @@ Runs in a worker process.  Pipelines are loaded once per process and kept; the d
 reference video of each (pipeline, call, prompt, seed) is stored next to the rows as
 ``dense-<key>.npy`` (plain array, loaded with ``allow_pickle=False``) so method points
 compare against it without regenerating it.  Rows are written atomically (temporary
-file, then rename), so an interrupted sweep never leaves a half row behind.
+file, then rename), so an interrupted sweep never leaves a half row behind.  Every row records
+the machine its wall time was measured on (``device``: :func:`device_info`), outside the point,
+so the row's key does not depend on it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 import socket
 import time
 from pathlib import Path
@@ -38,6 +42,28 @@ def _pipeline(name: str):
     return _PIPELINES[name]
 
 
+def _cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what :mod:`platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def device_info(pipe) -> dict:
+    """The machine a row's wall time is measured on: ``type`` (``cpu``, ``cuda``, ...), ``name`` (the GPU's
+    or the CPU's model), ``threads`` (torch's intra-op threads) and ``cpus`` (logical CPUs of the machine)."""
+    import torch
+
+    dev = torch.device(getattr(pipe, "_execution_device", None) or pipe.device)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name()
+    return {"type": dev.type, "name": name, "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
+
+
 def write_json_atomic(path: Path, obj: dict) -> None:
     write_atomic(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=False))
 
@@ -55,7 +81,7 @@ def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
     with open_atomic(path, "wb") as f:
         np.save(f, video, allow_pickle=False)
     row = {"point": dense.to_dict(), "wall_s": wall, "thumbs": thumbnail_strip(video), "frames": int(len(video)),
-           "host": socket.gethostname()}
+           "host": socket.gethostname(), "device": device_info(pipe)}
     write_json_atomic(results / f"{dense.key}.json", row)
     return video
 
@@ -90,5 +116,6 @@ def run_point(point_dict: dict, results_dir: str) -> dict:
                "seed": point.seed, "error": str(e)}
     row["compute_s"] = time.perf_counter() - t0
     row["host"] = socket.gethostname()
+    row["device"] = device_info(pipe)
     write_json_atomic(out, row)
     return row
