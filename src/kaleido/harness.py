@@ -88,7 +88,7 @@ def run_against_dense(pipe, call: dict, method, prompt: str, seed: int,
     """
     from kaleido.integrations.evaluation import generate
 
-    settings = GenerationSettings.from_call(call)
+    settings = GenerationSettings.from_call(call).check_for(pipe)  # a size the pipeline refuses: one line, now
     dense_wall = None
     if dense_video is None:
         dense_video, dense_wall, _ = generate(pipe, prompt, seed, settings)

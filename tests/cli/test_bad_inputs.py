@@ -54,7 +54,12 @@ CASES = [
     Case("paths", "a prompt file that does not exist", "characterize --prompts missing.txt --out o"),
     Case("paths", "a prompt file with no prompts", "characterize --prompts empty.txt --out o", {"empty.txt": "# none\n"}),
     Case("paths", "a results folder that does not exist", "report --results missing/ --out r.html"),
+    Case("paths", "an output folder that cannot be created", "generate --out f/o", {"f": "a file, not a folder\n"}),
+    Case("paths", "an output file whose folder cannot be created", "report --out f/r.html",
+         {"f": "a file, not a folder\n"}),
     Case("steps", "zero steps", "generate --out o --steps 0"),
+    Case("sizes", "a height the pipeline cannot generate", "generate --out o --height 13"),
+    Case("sizes", "a width the pipeline cannot generate", "generate --out o --width 40"),
     Case("steps", "seeds that are not integers", "characterize --prompts p.txt --seeds a,b --out o",
          {"p.txt": "a red circle moving right\n"}),
     Case("steps", "a sweep point that is not THETA1:THETA2", "sweep --points 4-8 --out o"),
@@ -72,6 +77,7 @@ CASES = [
          {"bad.safetensors": b"not a safetensors file"}),
     Case("devices", "a device name torch does not know", "generate --out o --device gpu"),
     Case("devices", "a GPU on a machine without one", "generate --out o --device cuda", cpu_only=True),
+    Case("devices", "fp16 on the CPU", "generate --out o --dtype fp16"),
     Case("prompts", "words outside the miniature model's vocabulary",
          "generate --out o --steps 1 --warmup-steps 0 --prompt 'a red circle sliding diagonally'", exit_code=0,
          kind="warning"),
@@ -175,8 +181,9 @@ and no traceback; click puts `Usage:` and `Try 'kaleido CMD --help'` above it, a
 is 2. A prompt the model will not read as written is not an error: the run goes on after one
 `warning:` line per problem, printed once before generating (in Python the same text is a
 `kaleido.tiny.pipeline.PromptWarning`). Where the check is the library's (configs, prompt files,
-models, profiles, traces, workloads), the Python API raises `ValueError` with the same text, without
-click's `Invalid value for --option:` prefix; option ranges (`--steps 0`) are click's own.
+models, dtypes, sizes, profiles, traces, workloads), the Python API raises `ValueError` with the same text,
+without click's `Invalid value for --option:` prefix; option ranges (`--steps 0`) are click's own, and
+output folders (`--out`, `--results-dir`) are checked by the command line as it is read, before anything loads.
 
 `&lt;kaleido&gt;` stands for the installed package's folder (`python -c "import kaleido; print(kaleido.__path__[0])"`),
 `&lt;torch version&gt;` for `torch.__version__` (a CPU-only build here).

@@ -45,10 +45,18 @@ def parse_seeds(text: str, param_hint: str = "--seeds") -> list[int]:
     return seeds
 
 
-def load_pipeline_arg(model: str, device: str, dtype: str):
-    """:func:`kaleido.tiny.pipeline.load_pipeline`, with a bad ``--model`` as a usage error."""
+def load_pipeline_arg(model: str, device: str, dtype: str, settings=None):
+    """:func:`kaleido.tiny.pipeline.load_pipeline`, with a bad ``--model``, a ``--dtype`` the ``--device`` cannot run
+    (fp16 on the CPU: refused before loading) and, given the run's ``settings``, a ``--height`` / ``--width`` the
+    loaded pipeline cannot generate (:meth:`~kaleido.generation_settings.GenerationSettings.check_for`) as usage
+    errors."""
     from kaleido.integrations.evaluation import show_progress
-    from kaleido.tiny.pipeline import load_pipeline
+    from kaleido.tiny.pipeline import check_dtype, load_pipeline
+
+    try:
+        check_dtype(device, dtype)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--dtype") from None
 
     if not show_progress(None):  # a log, not a terminal: no loading bars from diffusers / transformers either
         import diffusers.utils.logging
@@ -57,6 +65,16 @@ def load_pipeline_arg(model: str, device: str, dtype: str):
         diffusers.utils.logging.disable_progress_bar()
         transformers.utils.logging.disable_progress_bar()
     try:
-        return load_pipeline(model, device=device, dtype=dtype)
+        pipe = load_pipeline(model, device=device, dtype=dtype)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--model") from None
+    if settings is not None:
+        try:
+            settings.check_for(pipe)
+        except ValueError as e:
+            from kaleido.generation_settings import size_rule
+
+            multiple = size_rule(pipe)[0]
+            bad = [f"--{n}" for n in ("height", "width") if (getattr(settings, n) or multiple) % multiple]
+            raise click.BadParameter(str(e), param_hint="/".join(bad)) from None
+    return pipe

@@ -23,6 +23,7 @@ import os
 
 import click
 
+from kaleido.cli._paths import output_file, output_folder
 from kaleido.cli._pipeline import generation_options, parse_seeds
 
 
@@ -36,7 +37,8 @@ def _builtin_count(value: str | None) -> int | None:
 @click.command()
 @click.option("--model", default="tiny", show_default=True, help="'tiny' or 'tiny-96' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Base KaleidoConfig.")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="Calibrated config (.yaml/.json).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=output_file,
+              help="Calibrated config (.yaml/.json).")
 @click.option("--prompts", "prompts_arg", default=None,
               help="Calibration prompts: a FILE (one per line or a JSON list), or N = the first N (1-3) built-in "
                    "calibration prompts (axis calibration only; default 2).")
@@ -58,9 +60,9 @@ def _builtin_count(value: str | None) -> int | None:
 @click.option("--op-min-saving", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.01, show_default=True,
               help="Last search stage: an op (other than self-attention q.k^T) is switched off when the target "
                    "still holds and that costs less than this fraction of the target's saving (0: keep every op).")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, callback=output_file,
               help="JSON report of the target search (default: calibration_target.json beside --out).")
-@click.option("--results-dir", "results_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--results-dir", "results_dir", type=click.Path(file_okay=False), default=None, callback=output_folder,
               help="Where the target search's runs are kept, as `kaleido compare` rows (default: calibration_runs/ "
                    "beside --out); a rerun computes only what is missing.")
 @click.option("--workers", type=click.IntRange(0), default=1, show_default=True,
@@ -119,7 +121,7 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--prompts") from None
     settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
-    pipe = load_pipeline_arg(model, device, dtype)
+    pipe = load_pipeline_arg(model, device, dtype, settings)
     pipe.set_progress_bar_config(disable=True)
     echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
     try:
@@ -181,7 +183,7 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
     calib, heldout = _read_prompt_sets(prompts_arg, heldout_path)
     seed_list = parse_seeds(seeds)
     settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
-    pipe = load_pipeline_arg(model, device, dtype)
+    pipe = load_pipeline_arg(model, device, dtype, settings)
     pipe.set_progress_bar_config(disable=True)
     echo_prompt_problems(pipe, [*calib, *heldout], settings.max_sequence_length)
 

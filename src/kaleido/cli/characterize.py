@@ -13,6 +13,7 @@ import os
 
 import click
 
+from kaleido.cli._paths import output_folder
 from kaleido.cli._pipeline import generation_options, parse_seeds
 
 
@@ -20,7 +21,8 @@ from kaleido.cli._pipeline import generation_options, parse_seeds
 @click.option("--model", default="tiny", show_default=True, help="'tiny' or 'tiny-96' (shipped), a local pipeline folder, or a hub id.")
 @click.option("--prompts", "prompts_path", type=click.Path(dir_okay=False), required=True,
               help="Prompt file: one prompt per line, or a JSON list.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=output_folder,
+              help="Output folder.")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="KaleidoConfig whose group kinds, chunk sizes, metric and quantisation are measured.")
@@ -49,7 +51,7 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
     settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
-    pipe = load_pipeline_arg(model, device, dtype)
+    pipe = load_pipeline_arg(model, device, dtype, settings)
     pipe.set_progress_bar_config(disable=True)
     from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown
     from kaleido.integrations.evaluation import show_progress

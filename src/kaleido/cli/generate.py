@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._paths import output_folder
 from kaleido.cli._pipeline import generation_options
 
 
@@ -48,7 +49,8 @@ def _print_table(reuse: dict) -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="KaleidoConfig YAML/JSON, or a packaged config by name (tiny-default, calibrated-tiny) "
                    "(default: the model's calibrated config - tiny: tiny-default - else KaleidoConfig()).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output folder.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=output_folder,
+              help="Output folder.")
 @click.option("--guidance", type=float, default=None, help="Classifier-free guidance scale.")
 @click.option("--fps", type=click.IntRange(1, 120), default=8, show_default=True)
 @click.option("--scale", type=click.IntRange(1, 16), default=None, help="Nearest upscaling of written videos (tiny: 4).")
@@ -67,7 +69,8 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     from kaleido.integrations import KaleidoConfig
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.integrations.evaluation import EVAL_PROMPTS, dense_runs, kaleido_runs, save_runs, settings_for
-    from kaleido.tiny.pipeline import TINY_VARIANTS, default_config
+    from kaleido.integrations.config import default_config
+    from kaleido.tiny.pipeline import TINY_VARIANTS
 
     if threads:
         torch.set_num_threads(threads)
@@ -84,7 +87,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     scale = scale if scale is not None else (4 if model in TINY_VARIANTS else 1)
 
     click.echo(f"loading {model!r} on {device} ({dtype})", err=True)
-    pipe = load_pipeline_arg(model, device, dtype)
+    pipe = load_pipeline_arg(model, device, dtype, settings)
     from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown
     from kaleido.integrations.registry import adapter_for
 

@@ -6,12 +6,15 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._paths import output_file
+
 #: Rows committed with the repository (the miniature-pipeline sweep); see docs/baselines.md.
 SHIPPED_RESULTS = Path("docs/results/compare")
 
 
 @click.command()
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default="report.html", show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default="report.html", show_default=True,
+              callback=output_file)
 @click.option("--results", "results_dir", type=click.Path(file_okay=False), default=None,
               help=f"Rows of a `kaleido compare` sweep (default: {SHIPPED_RESULTS} from the repository; "
                    "if absent, a small sweep on the random pipeline runs first into results/report-sweep).")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._paths import output_folder
+
 
 @click.command("simulate")
 @click.option("--workload", "-w", required=True,
@@ -46,7 +48,8 @@ import click
               "(docs/hardware.md §9b).")
 @click.option("--no-complementary-pairs", "no_pairs", is_flag=True,
               help="the WS matcher pairs only rows reusing the same groups (no split partial-sum chains).")
-@click.option("--out", "out", type=click.Path(file_okay=False), help="directory for result.json, CSVs and plots.")
+@click.option("--out", "out", type=click.Path(file_okay=False), callback=output_folder,
+              help="directory for result.json, CSVs and plots.")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables.")
 def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, buffers, dram_gbps, static_w,
              chip_name, arrays, a100_precision, anchor_pricing, no_pairs, out, as_json):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._paths import output_folder
 from kaleido.cli._pipeline import generation_options
 
 
@@ -48,7 +49,7 @@ def _parse_points(text: str) -> list[tuple]:
               help="How many of the 8 evaluation prompts.")
 @click.option("--seeds", "n_seeds", type=click.IntRange(1), default=2, show_default=True)
 @generation_options
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=output_folder)
 def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height, width, out_dir, device, dtype):
     """PSNR/SSIM against MAC savings over threshold points -> sweep.csv, sweep.json, sweep.png."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -65,7 +66,7 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
     settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
-    pipe = load_pipeline_arg(model, device, dtype)
+    pipe = load_pipeline_arg(model, device, dtype, settings)
     rows = sweep_rows(pipe, base, pts, list(EVAL_PROMPTS[:n_prompts]), list(range(n_seeds)), settings)
     title = f"{model}: {n_prompts} prompts x {n_seeds} seeds, {settings.num_inference_steps} steps"
     files = write_outputs(rows, Path(out_dir), title)

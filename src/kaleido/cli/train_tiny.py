@@ -13,11 +13,13 @@ import os
 
 import click
 
+from kaleido.cli._paths import output_folder
 from kaleido.tiny.recipe import make_config, ship_pipeline
 
 
 @click.command("train-tiny")
-@click.option("--out", default="runs/tiny", show_default=True, help="Work folder (checkpoints, logs, latents).")
+@click.option("--out", default="runs/tiny", show_default=True, type=click.Path(file_okay=False),
+              callback=output_folder, help="Work folder (checkpoints, logs, latents).")
 @click.option("--preset", type=click.Choice(["full", "smoke"]), default="full", show_default=True,
               help="full: the shipped recipe; smoke: a few steps of a toy-sized model (seconds).")
 @click.option("--seed", default=0, show_default=True, type=int)
