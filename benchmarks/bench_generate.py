@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     from kaleido.integrations import KaleidoConfig
     from kaleido.generation_settings import GenerationSettings
     from kaleido.integrations.evaluation import EVAL_PROMPTS, generate
-    from kaleido.tiny.pipeline import TINY_DEMO, default_config, load_pipeline
+    from kaleido.integrations.config import default_config
+    from kaleido.tiny.pipeline import TINY_DEMO, load_pipeline
 
     if args.model == "random":
         from kaleido.integrations.testing import tiny_random_wan_pipeline

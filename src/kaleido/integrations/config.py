@@ -385,3 +385,15 @@ def packaged_configs() -> dict[str, Path]:
 
     folder = Path(str(importlib.resources.files("kaleido") / "assets" / "configs"))
     return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def default_config(model: str) -> KaleidoConfig:
+    """The KaleidoConfig to use on ``model`` when none is given: the packaged config calibrated for it (a
+    shipped tiny variant's ``config``, e.g. ``tiny``: ``tiny-default``, see docs/results/README.md), else
+    ``KaleidoConfig()``, the generic starting point."""
+    from kaleido.tiny.pipeline import TINY_VARIANTS  # the model layer, below this one (docs/architecture.md)
+
+    variant = TINY_VARIANTS.get(model)
+    if variant is not None and variant.config in packaged_configs():
+        return KaleidoConfig.load(variant.config)
+    return KaleidoConfig()

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from .grid import Axis
-from .quant import group_runs
+from .runs import group_runs
 
 #: input dtypes the kernel takes; anything else (bf16, fp16, another device) uses the torch loop
 KERNEL_DTYPES = (torch.float32, torch.float64, torch.int8)

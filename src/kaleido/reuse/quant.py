@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from .groups import ChannelGroups
+from .runs import group_runs
 
 QMAX = 127
 B_GRANULARITIES = ("column", "tensor")
@@ -61,21 +62,6 @@ def quantize(x: torch.Tensor, groups: ChannelGroups, granularity: str = "group")
     """
     scale = quant_scale(x, groups, granularity)
     return _round_int8(x, scale), scale
-
-
-def group_runs(groups: ChannelGroups) -> list[tuple[int, int, int]]:
-    """``(first group, number of groups, size)`` of each run of consecutive groups of one size and axis.
-
-    A run's channels are one contiguous block that views as ``(n, size)``, so work on all
-    its groups is one tensor op instead of one per group (chunk groups are one run).
-    """
-    runs: list[tuple[int, int, int]] = []
-    for g, (size, axis) in enumerate(zip(groups.sizes, groups.axes)):
-        if runs and runs[-1][2] == size and groups.axes[runs[-1][0]] == axis:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1, size)
-        else:
-            runs.append((g, 1, size))
-    return runs
 
 
 def _max_abs(x: torch.Tensor, dim: tuple[int, ...]) -> torch.Tensor:

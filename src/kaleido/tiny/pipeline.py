@@ -55,6 +55,7 @@ class TinyVariant:
     demo: GenerationSettings
     transformer: str | None = None
     #: the packaged KaleidoConfig calibrated for this model (``kaleido calibrate``), used when none is given
+    #: (:func:`kaleido.integrations.config.default_config` looks it up)
     config: str | None = None
 
 
@@ -63,17 +64,6 @@ TINY_VARIANTS = {
     "tiny": TinyVariant("tiny", TINY_DEMO, config="tiny-default"),
     "tiny-96": TinyVariant("tiny-96", TINY_96_DEMO, transformer="tiny-wan-96"),
 }
-
-
-def default_config(model: str):
-    """The KaleidoConfig to use on ``model`` when none is given: its calibrated packaged config (``tiny``:
-    ``tiny-default``, see docs/results/README.md), else ``KaleidoConfig()``, the generic starting point."""
-    from kaleido.integrations.config import KaleidoConfig, packaged_configs
-
-    variant = TINY_VARIANTS.get(model)
-    if variant is not None and variant.config in packaged_configs():
-        return KaleidoConfig.load(variant.config)
-    return KaleidoConfig()
 
 
 def demo_settings(model: str) -> GenerationSettings:
