@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from kaleido.hw.compute import fold_cycles
 from kaleido.hw.config import ArrayConfig, BufferConfig
 from kaleido.hw.dispatcher import LEVELS, RowStats, _os_fold_streams, apportion, dispatch
 from kaleido.hw.energy import EnergyTable
@@ -171,6 +172,9 @@ def test_os_scheduler_never_slower_than_no_dispatcher_on_window_statistics():
                                    128, np.array(sizes, float)).sum()
     assert sorted_only > d.stream["none"].sum()
     assert d.stream["scheduler"].sum() <= d.stream["none"].sum()
+    # and what the array spends on it (every fold at least R cycles) is never more either
+    cyc = {lv: fold_cycles(d.stream[lv], 128, 128, "os", "default").sum() for lv in ("none", "scheduler")}
+    assert cyc["scheduler"] <= cyc["none"]
 
 
 # -- P.V row skip ------------------------------------------------------------------------

@@ -33,6 +33,22 @@ from .config import ArrayConfig
 from .mapping import fold_plan
 
 
+def fold_cycles(stream: np.ndarray, R: int, C: int, dataflow: str, timing: str) -> np.ndarray:
+    """Cycles of each fold with streamed length ``stream``, without the once-per-GEMM terms.
+
+    ``default``: ``max(T_f, R)``; ``scalesim_compat``: ``T_f`` plus the fold's own
+    fill/drain (``R + C - 2``, and ``R`` more of preload in WS / IS); an empty fold
+    (``T_f == 0``) costs nothing.  :func:`folded_cycles` is the sum of these plus the
+    skew / first preload of ``default`` timing (or ``-1`` of ``scalesim_compat``), paid once
+    when any fold is live; the dispatcher compares orders with it.
+    """
+    t = np.asarray(stream, dtype=np.float64)
+    if timing == "scalesim_compat":
+        per = R + C - 2 if dataflow == "os" else 2 * R + C - 2
+        return np.where(t > 0, t + per, 0.0)
+    return np.where(t > 0, np.maximum(t, R), 0.0)
+
+
 def folded_cycles(stream: np.ndarray, counts: np.ndarray | int, cfg: ArrayConfig) -> float:
     """Total cycles of folds with stream lengths ``stream``, fold ``i`` run ``counts[i]`` times.
 
@@ -44,14 +60,12 @@ def folded_cycles(stream: np.ndarray, counts: np.ndarray | int, cfg: ArrayConfig
     counts = np.broadcast_to(np.asarray(counts, dtype=np.float64), stream.shape)
     R, C = cfg.rows, cfg.cols
     live = stream > 0
-    n_live = float(counts[live].sum())
-    if n_live == 0:
+    if float(counts[live].sum()) == 0:
         return 0.0
+    per_fold = float((counts[live] * fold_cycles(stream[live], R, C, cfg.dataflow, cfg.timing)).sum())
     if cfg.timing == "scalesim_compat":
-        per = R + C - 2 if cfg.dataflow == "os" else 2 * R + C - 2
-        return float((counts[live] * stream[live]).sum() + n_live * per - 1)
-    once = R + C - 2 + (R if cfg.dataflow in ("ws", "is") else 0)
-    return float((counts[live] * np.maximum(stream[live], R)).sum() + once)
+        return per_fold - 1
+    return per_fold + R + C - 2 + (R if cfg.dataflow in ("ws", "is") else 0)
 
 
 def dense_cycles(M: int, K: int, N: int, cfg: ArrayConfig) -> float:

@@ -41,6 +41,7 @@ import numpy as np
 
 from kaleido.reuse import Mode, ModeStats
 
+from .compute import fold_cycles
 from .mapping import ceil_div, k_fold_pieces
 
 LEVELS = ("none", "scheduler", "scheduler+matcher")
@@ -314,7 +315,16 @@ def _os_fold_streams(cls_use: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
     return union.astype(np.float64) @ cost
 
 
-def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_full=None):
+def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_full, cost_of):
+    """Streamed cycles per fold of one OS window at each level.
+
+    ``cost_of(stream) -> cycles``: what a window's folds cost the array (fold fill/drain
+    included, :func:`kaleido.hw.compute.fold_cycles`).  The dispatcher keeps the cheaper of
+    the arrival order and the scheduler's sorted order by that cost (on a tie, the one
+    streaming fewer channels), and the matcher's packing only where it is cheaper still,
+    so no level is slower than the level below.
+    """
+    worse = lambda a, b: (cost_of(a), float(np.sum(a))) > (cost_of(b), float(np.sum(b)))  # a costs more than b
     sizes = np.asarray(sizes, dtype=np.float64)
     cost = sizes  # a used group streams all its channels (packing pairs rows, not channels)
     # no dispatcher: consecutive rows
@@ -339,13 +349,13 @@ def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_f
     cu, cn = use[order], counts[order].astype(np.int64)
     cn = np.where(cu.any(1), cn, 0)  # rows FULL in every group need no PE row: the scheduler leaves them out
     sched = _os_fold_streams(cu, cn, sizes, R, cost)
-    if sched.sum() > none.sum():  # keep the arrival order where sorting does not help (exact rows or statistics)
+    if worse(sched, none):  # keep the arrival order where sorting does not help (exact rows or statistics)
         sched = none
     if packed:
         pairable = (classes[order] != Mode.COMPUTE).all(1) & cu.any(1)
         slots = np.where(pairable, -(-cn // 2), cn)
         matched = _os_fold_streams(cu, slots, sizes, R, cost)
-        if matched.sum() > sched.sum():
+        if worse(matched, sched):
             matched = sched
     else:
         matched = sched
@@ -353,12 +363,13 @@ def _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, fold_f
 
 
 def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, window_rows: int,
-             complementary: bool = True) -> DispatchResult:
+             complementary: bool = True, timing: str = "default") -> DispatchResult:
     """Streamed cycles per fold for each dispatcher level (see the module docstring).
 
     ``complementary``: whether the WS matcher may pair rows that use different groups
     (splitting the column's partial-sum chain at group boundaries); ``False`` pairs only
-    PARTIAL rows packed in the same lanes.
+    PARTIAL rows packed in the same lanes.  ``timing``: the array's timing mode
+    (``ArrayConfig.timing``), by whose fold costs the OS dispatcher compares its orders.
     """
     M, sizes = rs.n_rows, np.asarray(rs.group_sizes)
     W = max(R, int(window_rows))
@@ -384,9 +395,10 @@ def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, 
     elif dataflow == "os":
         vals = {k: [] for k in LEVELS}
         mults = {k: [] for k in LEVELS}
+        cost_of = lambda t: float(fold_cycles(t, R, C, "os", timing).sum())
         for classes, counts, block, mult in _windows(rs, W):
             size = int(counts.sum()) if classes is not None else int(counts)
-            res = _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, rs.fold_full)
+            res = _os_window(classes, counts, block, sizes, R, packed, marg_frac, size, rs.fold_full, cost_of)
             for k, v in zip(LEVELS, res):
                 vals[k].append(np.asarray(v, dtype=np.float64))
                 mults[k].append(np.full(len(v), mult))

@@ -114,7 +114,7 @@ def simulate_gemm(
     W = window_rows(cfg, K)
     split_pairs = 0.0
     if decided and Mk > 0:
-        dr = dispatch(rs, N, cfg.dataflow, R, C, packed, W, complementary)
+        dr = dispatch(rs, N, cfg.dataflow, R, C, packed, W, complementary, cfg.timing)
         k_cyc = {lv: folded_cycles(dr.stream[lv], dr.fold_mult[lv] * dr.col_folds, cfg) for lv in LEVELS}
         work, model = dr.work_pe_cycles, dr.model
         split_pairs = dr.split_pairs
