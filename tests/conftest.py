@@ -1,4 +1,13 @@
-"""Test-wide settings: offline hub, one torch thread (no OpenMP spin-waits on 2 cores)."""
+"""Test-wide settings: offline hub, one torch thread (no OpenMP spin-waits on 2 cores), and
+reproducible property tests.
+
+Hypothesis runs the ``ci`` profile unless ``HYPOTHESIS_PROFILE`` names another: every run draws
+the same examples (``derandomize``: seeded from each test's own code, so ``--hypothesis-seed`` is
+ignored and no example database is read or written), without a per-example deadline (the shared
+machines' timings vary). Each test keeps its own ``max_examples``; 100 for one that sets none,
+Hypothesis's default. To search with fresh random examples (e.g. ``--hypothesis-seed=8``), run with
+``HYPOTHESIS_PROFILE=explore``, and pin what it finds with ``@example(...)``.
+"""
 
 import os
 
@@ -6,5 +15,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 torch.set_num_threads(1)
+
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100, print_blob=True)
+settings.register_profile("explore", derandomize=False, deadline=None, max_examples=100, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
