@@ -1,12 +1,13 @@
-"""MagCache's magnitude ratios of a comparison pipeline, measured with diffusers' calibration mode.
+"""MagCache's magnitude ratios of a comparison pipeline at a step count, measured with diffusers' calibration mode.
 
-The ratios :data:`kaleido.compare.grids.MAG_RATIOS` holds come from this script: one
-generation of the pipeline's first default prompt, seed 0, at its own settings (steps,
-guidance), with ``make_method("magcache", calibrate=True)``; it prints the ratios of each
-cache context (``"cond"``, and ``"uncond"`` under separate guidance calls) as JSON.
-The grid uses the ``"cond"`` list.  Run::
+The ratios the comparison's MagCache points use (``src/kaleido/assets/magcache_ratios.json``, keyed by pipeline
+and step count; :func:`kaleido.baselines.step_cache.calibrated_mag_ratios` reads them) come from this script: one
+generation of the first default prompt, seed 0, at the pipeline's own settings (guidance...) and ``--steps``
+denoising steps (default: the pipeline's), with ``make_method("magcache", calibrate=True)``.  It prints the
+ratios of each cache context (``"cond"``, and ``"uncond"`` under separate guidance calls) as JSON; ``--write``
+stores the ``"cond"`` list (the one the grid uses) in the file.  Run::
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/calibrate_magcache.py --pipeline tiny
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/calibrate_magcache.py --model tiny --steps 25 --write
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def calibrate(pipeline: str, prompt_index: int = 0, seed: int = 0) -> dict[str, list[float]]:
-    """``{context: ratios}`` of one generation of ``pipeline`` (see the module docstring)."""
+def calibrate(pipeline: str, steps: int | None = None, prompt_index: int = 0, seed: int = 0) -> dict[str, list[float]]:
+    """``{context: ratios}`` of one generation of ``pipeline`` at ``steps`` (``None``: its own; see the module
+    docstring)."""
     import contextlib
     import io
 
@@ -30,6 +32,8 @@ def calibrate(pipeline: str, prompt_index: int = 0, seed: int = 0) -> dict[str, 
     from kaleido.compare.pipelines import load_pipeline
 
     pipe, call = load_pipeline(pipeline)
+    if steps is not None:
+        call = dict(call, num_inference_steps=int(steps))
     steps = call.get("num_inference_steps") or 50  # diffusers' WanPipeline default
     handle = make_method("magcache", calibrate=True, num_inference_steps=steps).apply(pipe.transformer)
     try:
@@ -43,14 +47,28 @@ def calibrate(pipeline: str, prompt_index: int = 0, seed: int = 0) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pipeline", default="tiny", help="'tiny', 'random-wan' or a WanPipeline folder")
+    ap.add_argument("--model", "--pipeline", dest="pipeline", default="tiny",
+                    help="'tiny', 'random-wan' or a WanPipeline folder (as `kaleido compare --pipeline` names it)")
+    ap.add_argument("--steps", type=int, default=None, help="denoising steps (default: the pipeline's own)")
+    ap.add_argument("--write", action="store_true",
+                    help="store the 'cond' ratios in src/kaleido/assets/magcache_ratios.json for this model and steps")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.steps is not None and args.steps < 1:
+        ap.error(f"--steps {args.steps}: give a positive number of denoising steps")
     import torch
 
+    from kaleido.compare.grids import default_steps
+
     torch.set_num_threads(args.threads)
-    ratios = calibrate(args.pipeline)
+    steps = args.steps if args.steps is not None else default_steps(args.pipeline)
+    ratios = calibrate(args.pipeline, steps)
     print(json.dumps({k: [round(r, 5) for r in v] for k, v in ratios.items()}))
+    if args.write:
+        from kaleido.baselines.step_cache import write_mag_ratios
+
+        n = len(ratios["cond"])
+        print(f"wrote {n} ratios for {args.pipeline!r} at {n} steps to {write_mag_ratios(args.pipeline, n, ratios['cond'])}")
     return 0
 
 

@@ -1,16 +1,19 @@
 """One front door for every technique: ``kaleido.apply(transformer, config, filter_fn=None)``.
 
 In the shape of torchao's ``quantize_(model, config, filter_fn)``: the config's *type*
-picks the handler, registered with :func:`register_technique`.  Configs:
+picks the handler.  Both come from the one technique registry
+(:mod:`kaleido.baselines.registry`: each technique's ``config`` type and ``handler``), so a
+technique registered there is a config here with nothing added.  Configs:
 
 * :class:`~kaleido.integrations.KaleidoConfig` - Kaleido itself (handler:
   :func:`kaleido.integrations.apply.apply`, returns its :class:`ApplyReport`);
 * each baseline's settings dataclass (``kaleido.baselines.METHODS[name].Settings``: Sparse
   VideoGen, block top-k, ToMe, AdapTiV, EXION, Cambricon-D, PAB, FirstBlockCache,
-  TaylorSeer, MagCache) - handler: the baseline's ``Method.apply``, returns its handle (``report()``);
+  TaylorSeer, MagCache, ...) - handler: the baseline's ``Method.apply``, returns its handle (``report()``);
 * a list of configs - a stack, applied in order (e.g. TaylorSeer, then Kaleido), under the rules of
-  :func:`kaleido.baselines.stack.check_composable` (one step cache, one technique per op kind); a list that
-  fails part-way is undone back to what was applied before it.
+  :func:`kaleido.baselines.stack.check_composable` (one step cache, one technique per op kind) and undone
+  back to what was applied before it when it fails part-way (:func:`kaleido.baselines.stack.apply_in_order`,
+  as ``make_method("stack", ...)`` applies its techniques).
 
 Every config round-trips through a plain mapping (:func:`config_to_dict` /
 :func:`config_from_dict`, JSON or YAML: ``{"technique": "tome", "ratio": 0.3}``; a
@@ -23,6 +26,7 @@ on the transformer (attribute ``_kaleido_techniques``), never in this module.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -30,67 +34,48 @@ from typing import Any, Callable, Mapping
 import torch
 
 _APPLIED_ATTR = "_kaleido_techniques"
-#: config type -> handler(transformer, config, filter_fn) -> what apply returns
-_HANDLERS: dict[type, Callable[..., Any]] = {}
 
 
-def register_technique(config_cls: type) -> Callable:
-    """Decorator: ``handler(transformer, config, filter_fn)`` applies configs of ``config_cls``."""
+def _configurable() -> dict:
+    """name -> technique, for every technique ``kaleido.apply`` takes a config of (the registry's)."""
+    from kaleido.baselines import TECHNIQUES
 
-    def deco(fn: Callable) -> Callable:
-        _HANDLERS[config_cls] = fn
-        return fn
-
-    return deco
+    return {n: t for n, t in TECHNIQUES.items() if t.config is not None}
 
 
-def _methods() -> dict:
-    from kaleido.baselines import METHODS
+def _technique_of(config: Any):
+    from kaleido.baselines.registry import technique_of_config
 
-    return {n: m for n, m in METHODS.items() if n not in ("kaleido", "stack")}
+    t = technique_of_config(config)
+    if t is None:
+        raise ValueError(f"kaleido.apply: {type(config).__name__} is not a technique config; give a KaleidoConfig, a "
+                         f"baseline's settings ({', '.join(sorted(set(_configurable()) - {'kaleido'}))}), a mapping "
+                         "with 'technique', or a list")
+    return t
 
 
 def _name_of(config: Any) -> str:
-    from kaleido.integrations.config import KaleidoConfig
-
-    if isinstance(config, KaleidoConfig):
-        return "kaleido"
-    for name, m in _methods().items():
-        if type(config) is m.Settings:
-            return name
-    raise ValueError(f"kaleido.apply: {type(config).__name__} is not a technique config; give a KaleidoConfig, a "
-                     f"baseline's settings ({', '.join(sorted(_methods()))}), a mapping with 'technique', or a list")
+    return _technique_of(config).name
 
 
 def config_to_dict(config: Any) -> dict:
     """``{"technique": name, ...settings}`` (KaleidoConfig: its own dict plus ``technique``)."""
-    name = _name_of(config)
-    if name == "kaleido":
-        return {"technique": "kaleido", **config.to_dict()}
-    d = dataclasses.asdict(config)
-    return {"technique": name, **{k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}}
+    t = _technique_of(config)
+    return {"technique": t.name, **t.config_to_dict(config)}
 
 
 def config_from_dict(d: Mapping[str, Any] | list) -> Any:
-    """The config :func:`config_to_dict` wrote (a list: a list of configs, a stack)."""
-    from kaleido.integrations.config import KaleidoConfig
-
+    """The config :func:`config_to_dict` wrote (a list: a list of configs, a stack; a mapping without
+    ``technique``: a KaleidoConfig)."""
     if isinstance(d, list):
         return [config_from_dict(x) for x in d]
     if not isinstance(d, Mapping):
         raise ValueError(f"a technique config is a mapping or a list of them, got {type(d).__name__}")
     name = d.get("technique", "kaleido")
-    rest = {k: v for k, v in d.items() if k != "technique"}
-    if name == "kaleido":
-        return KaleidoConfig.from_dict(rest)
-    m = _methods().get(name)
-    if m is None:
-        raise ValueError(f"unknown technique {name!r}; known: {['kaleido', *sorted(_methods())]}")
-    fields = {f.name for f in dataclasses.fields(m.Settings)}
-    bad = sorted(set(rest) - fields)
-    if bad:
-        raise ValueError(f"{name}: unknown setting(s) {bad}; allowed: {sorted(fields)}")
-    return m.Settings(**rest)
+    known = _configurable()
+    if name not in known:
+        raise ValueError(f"unknown technique {name!r}; known: {['kaleido', *sorted(set(known) - {'kaleido'})]}")
+    return known[name].config_from_dict({k: v for k, v in d.items() if k != "technique"})
 
 
 def load_config(path: str | Path) -> Any:
@@ -151,55 +136,30 @@ def apply(transformer: torch.nn.Module, config: Any = None, *,
     if isinstance(cfg, list):
         if not cfg:
             raise ValueError("kaleido.apply: an empty list of techniques would patch nothing; give at least one")
-        from kaleido.baselines import METHODS
-        from kaleido.baselines.stack import check_composable
+        from kaleido.baselines.stack import apply_in_order, check_composable
 
-        names = [_name_of(c) for c in cfg]
-        check_composable(names, {n: METHODS[n].claims for n in names})  # the stack's rules, before patching
-        out = []
-        try:
-            for c in cfg:
-                out.append(apply(transformer, c, filter_fn=filter_fn))
-        except Exception:
-            for _ in out:  # undo what this call applied, not what was there before it
-                _remove_last(transformer)
-            raise
-        return out
+        check_composable([_name_of(c) for c in cfg])  # the stack's rules, before patching
+        # undo what this call applied, not what was there before it
+        return apply_in_order([functools.partial(apply, transformer, c, filter_fn=filter_fn) for c in cfg],
+                              lambda _: _remove_last(transformer))
     _forget_removed(transformer)
-    handler = _HANDLERS.get(type(cfg))
-    if handler is None:
-        _name_of(cfg)  # raises the one-line error naming what a config may be
-        handler = _method_handler
-    result = handler(transformer, cfg, filter_fn)
+    t = _technique_of(cfg)
+    result = (t.handler or _method_handler)(transformer, cfg, filter_fn)
     applied = getattr(transformer, _APPLIED_ATTR, None)
     if applied is None:
         applied = []
         setattr(transformer, _APPLIED_ATTR, applied)  # a plain list: stored in the module's __dict__
-    applied.append((_name_of(cfg), result))
+    applied.append((t.name, result))
     return result
 
 
 def _method_handler(transformer, config, filter_fn):
+    """``kaleido.apply``'s handler for a baseline's settings: its ``Method.apply`` (its handle)."""
+    t = _technique_of(config)
     if filter_fn is not None:
-        raise ValueError(f"{_name_of(config)}: filter_fn is not supported by this baseline (it patches the "
+        raise ValueError(f"{t.name}: filter_fn is not supported by this baseline (it patches the "
                          "modules its settings name); pass filter_fn=None")
-    m = _methods()[_name_of(config)]
-    return m(**dataclasses.asdict(config)).apply(transformer)
-
-
-def _kaleido_handler(transformer, config, filter_fn):
-    from kaleido.integrations.apply import apply as apply_kaleido
-
-    return apply_kaleido(transformer, config, filter_fn=filter_fn)
-
-
-def _register_kaleido() -> None:
-    from kaleido.integrations.config import KaleidoConfig
-
-    register_technique(KaleidoConfig)(_kaleido_handler)
-
-
-_register_kaleido()
+    return t.method(**dataclasses.asdict(config)).apply(transformer)
 
 
 def _forget_removed(transformer: torch.nn.Module) -> None:

@@ -5,20 +5,26 @@ A concrete test class sets :attr:`MethodTesterMixin.family` to one of :data:`FAM
 tiny random pipeline of :mod:`kaleido.integrations.testing`: Wan with classifier-free
 guidance as two calls per step, HunyuanVideo with dual- and single-stream blocks, CogVideoX
 5B-style with RoPE and 2B-style without, both batching guidance into one call) and inherits
-one test per technique of :data:`kaleido.baselines.METHODS`.  Each test applies the
-technique, runs :data:`STEPS` denoising steps of the pipeline (latents out, no decoding) and
-checks that
+one test per technique of the registry (:data:`kaleido.baselines.TECHNIQUES`).  What the tester
+knows of a technique comes from its registration: the settings under which it changes
+something (``test_settings``), its "off" settings (``null_settings``), the op kinds it decides
+(its method's ``claims``), whether it is a step cache, the families it refuses and why
+(``refuses``).  Each test applies the technique, runs :data:`STEPS` denoising steps of the
+pipeline (latents out, no decoding) and checks that
 
 * the output is finite;
 * per op kind, the report's MACs computed + skipped are the dense MACs of the calls that ran,
   computed here from the model's config and each call's shapes (batch, video tokens, text
   tokens), independently of the adapter's site tables;
-* the technique saves on the op kinds it decides and, if it is no step cache, nowhere else;
-  its "off" settings (:data:`NULL_SETTINGS`) give the dense output; block top-k on a joint
-  model keeps every (query, key) pair with a text token (counted as computed);
+* the technique saves on the op kinds it decides and, if it decides any, nowhere else (a step
+  cache, Kaleido and a stack save somewhere); its "off" settings (:data:`NULL_SETTINGS`) give
+  the dense output; block top-k on a joint model keeps every (query, key) pair with a text token
+  (counted as computed);
 * ``remove()`` restores the dense output bit for bit;
 * a technique that cannot serve the family (:attr:`Family.refused`) refuses with a one-line
   ``ValueError`` (listed with the reason in docs/baselines.md).
+
+A new technique needs nothing here: its registration carries what the tester reads.
 """
 
 from __future__ import annotations
@@ -29,51 +35,21 @@ from typing import Callable, ClassVar
 import pytest
 import torch
 
-from kaleido.baselines import METHODS, make_method
+from kaleido.baselines import METHODS, TECHNIQUES, make_method
+from kaleido.baselines.registry import TEST_STEPS, TESTED_FAMILIES
 
-STEPS = 2  # enough for every technique to act: caches and cross-step methods skip from the second step on
+STEPS = TEST_STEPS  # enough for every technique to act: caches and cross-step methods skip from the second step on
 
 #: settings under which each technique changes something on the tiny models (2 steps, 48 video tokens)
-SETTINGS: dict[str, dict] = {
-    "sparse_videogen": dict(density=0.5, block_size=8),
-    "block_topk": dict(density=0.5, block_size=8),
-    "tome": dict(ratio=0.5),
-    "adaptiv": dict(tau=0.5),
-    "exion": dict(attn_density=0.5, ffn_tau=0.2, ffn_period=2),
-    "cambricon_d": dict(delta_bits=4),
-    "pab": dict(self_skip_range=2, cross_skip_range=2, timestep_range=(-1, 1001)),  # DDIM's last timestep is 0
-    "fbcache": dict(threshold=50.0),
-    "taylorseer": dict(cache_interval=2, disable_cache_before_step=1),
-    # ratios as a calibration would give them for 2 steps; the second step is served from the cache
-    "magcache": dict(mag_ratios=(1.0, 0.95), num_inference_steps=STEPS, retention_ratio=0.0, threshold=0.5,
-                     max_skip_steps=1),
-    "kaleido": dict(theta1=64, theta2=64, low_bits=7, metric="mean_abs"),
-    "stack": dict(techniques=[dict(technique="taylorseer", cache_interval=2, disable_cache_before_step=1),
-                              dict(technique="kaleido", theta1=16, theta2=32, low_bits=6)]),
-}
+SETTINGS: dict[str, dict] = {n: dict(t.test_settings) for n, t in TECHNIQUES.items() if t.test_settings is not None}
 #: settings under which a technique computes what dense computes (up to float reordering)
-NULL_SETTINGS: dict[str, dict] = {
-    "sparse_videogen": dict(density=1.0, block_size=8),
-    "block_topk": dict(density=1.0, block_size=8),
-    "tome": dict(ratio=0.0),
-    "exion": dict(attn_density=1.0, ffn_tau=0.0),
-    "pab": dict(self_skip_range=1, cross_skip_range=1),
-    "fbcache": dict(threshold=0.0),
-    "taylorseer": dict(cache_interval=1, disable_cache_before_step=0),
-    "magcache": dict(calibrate=True, num_inference_steps=STEPS),  # diffusers' calibration mode skips nothing
-    "kaleido": dict(theta1=0, theta2=0),
-}
-STEP_CACHES = frozenset({"pab", "fbcache", "taylorseer", "magcache"})
-#: op kinds each technique decides (the rest, without a step cache, must be computed in full)
-DECIDES: dict[str, frozenset] = {
-    "sparse_videogen": frozenset({"self_qk", "self_pv"}), "block_topk": frozenset({"self_qk", "self_pv"}),
-    "tome": frozenset({"self_qk", "self_pv"}), "adaptiv": frozenset({"self_qk", "self_pv"}),
-    "exion": frozenset({"self_qk", "self_pv", "ffn_in", "ffn_out"}),
-    # every block linear, attention dense
-    "cambricon_d": frozenset({"proj_q", "proj_k", "proj_v", "proj_out", "cross_proj_q", "cross_proj_kv",
-                              "cross_proj_out", "ffn_in", "ffn_out", "fused_out"}),
-}
-RECORDERS = frozenset({"adaptiv", "exion", "cambricon_d"})
+NULL_SETTINGS: dict[str, dict] = {n: dict(t.null_settings) for n, t in TECHNIQUES.items() if t.null_settings is not None}
+
+
+def decides(name: str) -> frozenset:
+    """The op kinds technique ``name`` decides under its test settings (the rest, unless it decides none,
+    must be computed in full)."""
+    return frozenset(k for _, k in make_method(name, **SETTINGS[name]).claims)
 
 
 # -- dense MACs per call, from each model's config (B sequences, S video tokens, L text tokens) -----------
@@ -160,18 +136,21 @@ class Family:
     build: Callable[[], tuple]
     tokens: Callable
     dense: Callable[..., dict[str, int]]
-    #: technique -> (regex of its one-line refusal, the reason as docs/baselines.md states it)
-    refused: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def refused(self) -> dict[str, tuple[str, str]]:
+        """technique -> (regex of its one-line refusal, the reason as docs/baselines.md states it): the
+        registrations' ``refuses`` of this family."""
+        return {n: t.refuses[self.name] for n, t in TECHNIQUES.items() if self.name in t.refuses}
 
 
 FAMILIES: dict[str, Family] = {
-    "wan": Family("wan", _wan_pipe, _tokens_bcfhw, _wan_dense, refused={
-        "pab": ("calls the transformer twice per step",
-                "guidance as two calls per step would share PAB's cache (runs with guidance_scale=1)")}),
+    "wan": Family("wan", _wan_pipe, _tokens_bcfhw, _wan_dense),
     "hunyuan_video": Family("hunyuan_video", _hunyuan_pipe, _tokens_hunyuan, _hunyuan_dense),
     "cogvideox_5b_style": Family("cogvideox_5b_style", _cog_pipe(True), _tokens_bfchw, _cogvideox_dense),
     "cogvideox_2b_style": Family("cogvideox_2b_style", _cog_pipe(False), _tokens_bfchw, _cogvideox_dense),
 }
+assert tuple(FAMILIES) == TESTED_FAMILIES  # the registry's refusals are keyed by these names
 
 
 @dataclass
@@ -229,7 +208,7 @@ class MethodTesterMixin:
         try:
             out = bench.run()
             report = handle.report()
-            trace = handle.accel_trace() if name in RECORDERS else None
+            trace = handle.accel_trace() if getattr(handle, "has_accel_trace", False) else None
         finally:
             handle.remove()
         return out, report, trace
@@ -265,12 +244,12 @@ class MethodTesterMixin:
 
     def _check_savings(self, bench: Bench, name: str, report) -> None:
         saved = {k: report.saved_fraction(k) for k in report.op_counts if k != "estimate"}
-        if name in STEP_CACHES or name in ("stack", "kaleido"):
+        kinds = decides(name)
+        if not kinds:  # a step cache, Kaleido (its trace decides), a stack
             assert report.total_saved_fraction > 0, f"{name} saved nothing"
             return
-        decides = DECIDES[name]
-        assert all(saved[k] > 0 for k in decides if k in ("self_qk", "proj_q")), saved
-        assert all(v == 0.0 for k, v in saved.items() if k not in decides), saved  # the rest is computed in full
+        assert all(saved[k] > 0 for k in kinds if k in ("self_qk", "proj_q")), saved
+        assert all(v == 0.0 for k, v in saved.items() if k not in kinds), saved  # the rest is computed in full
         if name == "block_topk":  # video x video pairs: exactly half the blocks; every text pair computed
             c = bench.pipe.transformer.config
             layers = c.num_layers + getattr(c, "num_single_layers", 0)  # one self-attention per block

@@ -1,36 +1,67 @@
-"""MagCache in the sweep: its points carry the pipeline's calibrated ratios and the run's step count."""
+"""MagCache in the sweep: its points carry the ratios calibrated for the pipeline at the run's step count."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
 
-from kaleido.compare.grids import MAG_RATIOS, build_points, method_grid
+from kaleido.baselines.step_cache import calibrated_mag_ratios, write_mag_ratios
+from kaleido.compare.grids import build_points, method_grid
 from kaleido.compare.points import settings_label
 from kaleido.compare.worker import run_point
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_magcache_points_follow_the_runs_step_count():
-    default = method_grid("random-wan")["magcache"]
-    assert {p["num_inference_steps"] for p in default} == {4}  # RANDOM_WAN_SETTINGS' steps
-    assert all(p["mag_ratios"] == list(MAG_RATIOS["random-wan"]) for p in default)
-    pts = [p for p in build_points("random-wan", ["magcache"], 1, (0,), {"num_inference_steps": 2}) if p.method != "dense"]
-    assert len(pts) == 2 and {p.settings["num_inference_steps"] for p in pts} == {2}
-    tiny = method_grid("tiny")["magcache"][0]  # 25 steps, 25 ratios: a label names their count
-    assert tiny["num_inference_steps"] == 25 and "mag_ratios=<25 values>" in settings_label("magcache", tiny)
-    assert "magcache" not in method_grid("some/other-wan-folder")  # no calibrated ratios: no points
-    with pytest.raises(ValueError, match=r"no settings grid for method\(s\) \['magcache'\]"):
-        build_points("some/other-wan-folder", ["magcache"], 1, (0,), {}, grid=method_grid("some/other-wan-folder"))
-
-
-def test_the_random_pipelines_ratios_are_what_calibration_measures():
+def _calibration_script():
     spec = importlib.util.spec_from_file_location("calibrate_magcache", ROOT / "benchmarks" / "calibrate_magcache.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    measured = mod.calibrate("random-wan")
-    assert measured["cond"] == pytest.approx(MAG_RATIOS["random-wan"], abs=1e-5)
+    return mod
+
+
+def test_magcache_points_carry_the_ratios_of_the_runs_step_count():
+    default = method_grid("random-wan")["magcache"]
+    assert {p["num_inference_steps"] for p in default} == {4}  # RANDOM_WAN_SETTINGS' steps
+    assert all(p["mag_ratios"] == list(calibrated_mag_ratios("random-wan", 4)) for p in default)
+    tiny = method_grid("tiny")["magcache"][0]  # 25 steps, 25 ratios: a label names their count
+    assert tiny["num_inference_steps"] == 25 and "mag_ratios=<25 values>" in settings_label("magcache", tiny)
+    assert tiny["mag_ratios"] == list(calibrated_mag_ratios("tiny", 25)) and calibrated_mag_ratios("tiny", 24) is None
+
+
+@pytest.mark.parametrize("pipeline, call", [("random-wan", {"num_inference_steps": 2}), ("tiny", {"num_inference_steps": 10}),
+                                            ("some/other-wan-folder", {})])
+def test_magcache_without_calibrated_ratios_is_refused_when_asked_and_left_out_otherwise(pipeline, call):
+    with pytest.raises(ValueError, match=r"magcache: no magnitude ratios calibrated for pipeline .* measure them with "
+                                         r"`python benchmarks/calibrate_magcache.py --model |magcache: the number of "
+                                         r"steps .*\(kaleido compare --steps N\)") as e:
+        build_points(pipeline, ["magcache"], 1, (0,), call)
+    assert "\n" not in str(e.value)
+    notes: list[str] = []
+    grid = method_grid(pipeline, call.get("num_inference_steps"), notes=notes)
+    assert "magcache" not in grid and "tome" in grid
+    (note,) = [n for n in notes if n.startswith("magcache")]
+    assert "\n" not in note and note.endswith("magcache is left out of this sweep")
+    # its stacks go with it; TaylorSeer's stay
+    stacked = {t["techniques"][0]["technique"] for t in grid["stack"]}
+    assert stacked == {"taylorseer"}
+    with pytest.raises(ValueError, match=r"no settings grid for method\(s\) \['magcache'\]"):  # a grid given
+        build_points(pipeline, ["magcache"], 1, (0,), call, grid=grid)
+
+
+def test_calibration_measures_at_any_step_count_and_writes_the_file(tmp_path):
+    mod = _calibration_script()
+    measured = mod.calibrate("random-wan")  # the shipped ratios are what calibration measures
+    assert measured["cond"] == pytest.approx(calibrated_mag_ratios("random-wan", 4), abs=1e-5)
+    two = mod.calibrate("random-wan", steps=2)["cond"]
+    assert len(two) == 2
+    f = tmp_path / "ratios.json"
+    f.write_text((ROOT / "src" / "kaleido" / "assets" / "magcache_ratios.json").read_text())
+    write_mag_ratios("random-wan", 2, two, f)
+    doc = json.loads(f.read_text())
+    assert doc["ratios"]["random-wan"]["2"] == [round(r, 5) for r in two]
+    assert doc["ratios"]["random-wan"]["4"] == list(calibrated_mag_ratios("random-wan", 4))  # others kept
 
 
 def test_a_magcache_point_runs_in_the_sweep(tmp_path):
@@ -40,3 +71,23 @@ def test_a_magcache_point_runs_in_the_sweep(tmp_path):
     assert "error" not in row, row.get("error")
     assert row["report"]["total_saved_fraction"] > 0
     assert row["report"]["extra"]["served_steps"]["cond"]
+
+
+def test_kaleido_compare_says_in_one_line_that_magcache_is_left_out(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import kaleido.compare.sweep as sweep
+    from kaleido.cli.compare import compare
+
+    planned = []
+
+    def plan_only(points, results, **kw):
+        planned.extend(points)
+        return sweep.SweepSummary(len(points), len(points), 0)
+
+    monkeypatch.setattr(sweep, "run_sweep", plan_only)
+    r = CliRunner().invoke(compare, ["--pipeline", "random-wan", "--steps", "2", "--prompts", "1",
+                                     "--results", str(tmp_path / "rows"), "--workloads", "none"])
+    lines = [line for line in r.output.splitlines() if line.startswith("magcache:")]
+    assert len(lines) == 1 and "calibrate_magcache.py --model random-wan --steps 2" in lines[0], r.output
+    assert {p.method for p in planned} >= {"dense", "kaleido", "tome", "stack"} and "magcache" not in {p.method for p in planned}

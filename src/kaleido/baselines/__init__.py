@@ -2,28 +2,51 @@
 
 ``make_method("tome", ratio=0.5).apply(pipe.transformer)`` (Wan, HunyuanVideo or CogVideoX) -> a handle with
 ``remove()`` and ``report()`` (MACs per op kind, 8-bit-equivalent, as Kaleido's
-:class:`~kaleido.reuse.OpCounts`).  One module per technique; see docs/baselines.md.
+:class:`~kaleido.reuse.OpCounts`).  One module per technique, each registering itself in
+:mod:`kaleido.baselines.registry` (imported below, in the order the comparison lists them);
+:data:`METHODS` and :func:`make_method` read the registry.  See docs/baselines.md.
 """
 
 from __future__ import annotations
 
-from .adaptiv import AdapTiV
-from .base import ESTIMATE, OP_KINDS, Method, MethodHandle, MethodReport, ModelShapes
-from .block_topk import BlockTopK
-from .cambricon_d import CambriconD
-from .exion import Exion
+from typing import Iterator, Mapping
+
+# Importing a technique's module registers it; this order is the registry's (and the sweep's) order.
 from .kaleido_method import KaleidoMethod
 from .sparse_videogen import SparseVideoGen
-from .stack import Stack
-from .step_cache import FirstBlockCache, MagCache, PyramidAttentionBroadcast, TaylorSeer
+from .block_topk import BlockTopK
 from .tome import ToMe
+from .adaptiv import AdapTiV
+from .step_cache import FirstBlockCache, MagCache, PyramidAttentionBroadcast, TaylorSeer
+from .exion import Exion
+from .cambricon_d import CambriconD
+from .stack import Stack  # last: its grid gathers the stacks the others register
+
+from .base import Method
+from .handle import MethodHandle
+from .method_report import MethodReport
+from .registry import TECHNIQUES, Technique, technique
+from .shapes import ESTIMATE, OP_KINDS, ModelShapes
+
+
+class _MethodClasses(Mapping):
+    """name -> Method class of every registered technique (a live, read-only view of the registry)."""
+
+    def __getitem__(self, name: str) -> type[Method]:
+        return TECHNIQUES[name].method
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(TECHNIQUES)
+
+    def __len__(self) -> int:
+        return len(TECHNIQUES)
+
+    def __repr__(self) -> str:
+        return f"METHODS({list(TECHNIQUES)})"
+
 
 #: name -> Method class
-METHODS: dict[str, type[Method]] = {
-    m.name: m
-    for m in (SparseVideoGen, BlockTopK, ToMe, AdapTiV, PyramidAttentionBroadcast, FirstBlockCache, TaylorSeer,
-              MagCache, Exion, CambriconD, KaleidoMethod, Stack)
-}
+METHODS: Mapping[str, type[Method]] = _MethodClasses()
 
 
 def make_method(name: str, **settings) -> Method:
@@ -31,12 +54,14 @@ def make_method(name: str, **settings) -> Method:
 
     ``make_method("stack", techniques=[{"technique": "taylorseer"}, {"technique": "kaleido", ...}])``
     stacks techniques (:mod:`kaleido.baselines.stack`)."""
-    cls = METHODS.get(name)
-    if cls is None:
-        raise ValueError(f"unknown baseline {name!r}; known: {sorted(METHODS)}")
-    if cls is Stack:
+    t = TECHNIQUES.get(name)
+    if t is None:
+        raise ValueError(f"unknown baseline {name!r}; known: {sorted(TECHNIQUES)}")
+    if t.method is Stack:
         return Stack(resolve=make_method, **settings)
-    return cls(**settings)
+    return t.method(**settings)
 
 
-__all__ = ["METHODS", "make_method", "Method", "MethodHandle", "MethodReport", "ModelShapes", "OP_KINDS", "ESTIMATE", "Stack"]
+__all__ = ["METHODS", "TECHNIQUES", "Technique", "technique", "make_method", "Method", "MethodHandle", "MethodReport",
+           "ModelShapes", "OP_KINDS", "ESTIMATE", "Stack", "KaleidoMethod", "SparseVideoGen", "BlockTopK", "ToMe",
+           "AdapTiV", "PyramidAttentionBroadcast", "FirstBlockCache", "TaylorSeer", "MagCache", "Exion", "CambriconD"]

@@ -38,7 +38,8 @@ import torch
 from kaleido.hw.baseline_replay import baseline_profile_from_trace
 from kaleido.reuse import ChannelGroups, TokenGrid
 
-from .base import ESTIMATE, TEXT, MethodHandle, merged_shape
+from .handle import MethodHandle
+from .shapes import ESTIMATE, TEXT, merged_shape
 
 #: the name the recorder's hooks are registered under on a handle and its ledger
 RECORDER = "accel_trace"

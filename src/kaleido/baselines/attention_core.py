@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from kaleido.reuse import TokenGrid
 
 from ._merge import merged_attention
-from .base import CallInfo, MethodHandle
+from .handle import CallInfo, MethodHandle
 
 
 def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

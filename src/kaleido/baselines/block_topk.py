@@ -15,9 +15,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._blocks import block_of_token, expand_block_mask, keep_count, n_blocks
+from ._blocks import block_of_token, expand_block_mask, keep_count, n_blocks, sweep_block_size
 from .attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
-from .base import Method, MethodHandle, check_range
+from .base import Method, check_range
+from .handle import MethodHandle
+from .registry import SPARSE_ATTENTION, register_technique
+from .shapes import claims_of
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,17 @@ def pooled_block_scores(q: torch.Tensor, k: torch.Tensor, block_size: int) -> to
     return pool(q) @ pool(k).transpose(-1, -2)
 
 
+def _grid(pipeline: str, steps: int) -> list[dict]:
+    # density 0.7 keeps exactly 70% of the key blocks: 30% of q.k^T saved
+    return [dict(density=0.7, block_size=sweep_block_size(pipeline))]
+
+
+@register_technique(family=SPARSE_ATTENTION, colour="#17becf", grid=_grid,
+                    test_settings=dict(density=0.5, block_size=8), null_settings=dict(density=1.0, block_size=8))
 class BlockTopK(Method):
     name = "block_topk"
     Settings = BlockTopKSettings
-    claims = frozenset({("attn1", "self_qk"), ("attn1", "self_pv")})
+    claims = claims_of(("self_qk", "self_pv"))
 
     def _install(self, handle: MethodHandle) -> None:
         s = self.settings

@@ -27,7 +27,10 @@ import torch.nn.functional as F
 
 from ._hooks import replace_forward
 from .accel_trace import AccelTraceRecorder, attach_recorder
-from .base import OP_KINDS, Method, MethodHandle, check_range, claims_of
+from .base import Method, check_range
+from .handle import MethodHandle
+from .registry import DIFFERENTIAL, register_technique
+from .shapes import OP_KINDS, claims_of
 
 #: the op kinds of the block linears (every block GEMM kind but attention's q.k^T and P.V)
 _LINEAR_KINDS = tuple(k for k in OP_KINDS if not k.endswith(("_qk", "_pv")))
@@ -43,6 +46,11 @@ class CambriconDSettings:
         check_range("cambricon_d", "refresh_period", self.refresh_period, 0, 10_000)
 
 
+def _grid(pipeline: str, steps: int) -> list[dict]:
+    return [dict(delta_bits=4)]
+
+
+@register_technique(family=DIFFERENTIAL, colour="#7f7f7f", grid=_grid, test_settings=dict(delta_bits=4))
 class CambriconD(Method):
     name = "cambricon_d"
     Settings = CambriconDSettings

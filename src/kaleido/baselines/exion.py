@@ -34,7 +34,9 @@ import torch
 from ._hooks import replace_forward
 from .accel_trace import RECORDER, AccelTraceRecorder, attach_recorder
 from .attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
-from .base import Method, MethodHandle, check_range
+from .base import Method, check_range
+from .handle import MethodHandle
+from .registry import SPARSE_ATTENTION_FFN, register_technique
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,14 @@ def quantize_int8_per_head(x: torch.Tensor) -> torch.Tensor:
     return torch.round(x / amax * 127).clamp(-127, 127)
 
 
+def _grid(pipeline: str, steps: int) -> list[dict]:
+    return [dict(attn_density=0.5, ffn_tau=0.05)]
+
+
+@register_technique(family=SPARSE_ATTENTION_FFN, colour="#ff7f0e", grid=_grid,
+                    claims=("self_qk", "self_pv", "ffn_in", "ffn_out"),
+                    test_settings=dict(attn_density=0.5, ffn_tau=0.2, ffn_period=2),
+                    null_settings=dict(attn_density=1.0, ffn_tau=0.0))
 class Exion(Method):
     name = "exion"
     Settings = ExionSettings

@@ -11,6 +11,10 @@ the Wan adapter names the text-side key/value projections ``cross_proj_kv``) cou
 that kind; op kinds the trace does not cover keep the handle's own execution-based
 count.  The trace's per-kind dense MACs are checked against the handle's shape model,
 so a mismatch in accounting fails loudly instead of skewing the comparison.
+
+It registers as the technique ``"kaleido"``: ``make_method`` builds it from these flat settings,
+``kaleido.apply`` dispatches a :class:`~kaleido.integrations.KaleidoConfig` to
+:func:`kaleido.integrations.apply.apply` (with its ``filter_fn``).
 """
 
 from __future__ import annotations
@@ -19,9 +23,14 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from kaleido.integrations.config import KaleidoConfig
 from kaleido.ops import SWITCHES
 
-from .base import OP_KINDS, Method, MethodHandle, MethodReport, check_range
+from .base import Method, check_range
+from .handle import MethodHandle
+from .method_report import MethodReport
+from .registry import KALEIDO, register_technique
+from .shapes import OP_KINDS
 
 #: the ReuseConfig keys the flat settings set for every op
 _REUSE_KEYS = ("theta1", "theta2", "low_bits", "metric", "dense_steps")
@@ -32,8 +41,6 @@ _BLOCK_KINDS = frozenset(OP_KINDS)
 def _config_defaults() -> Mapping[str, Any]:
     """``KaleidoConfig()``'s base reuse values and op switches, by flat setting name."""
     from types import MappingProxyType
-
-    from kaleido.integrations import KaleidoConfig
 
     cfg = KaleidoConfig()
     d = {k: getattr(cfg.reuse, k) for k in _REUSE_KEYS}
@@ -75,8 +82,6 @@ class KaleidoSettings:
         check_range("kaleido", "low_bits", self.low_bits, 1, 8)
         check_range("kaleido", "dense_steps", self.dense_steps, 0, 10_000)
         if self.config is not None:
-            from kaleido.integrations import KaleidoConfig
-
             if not isinstance(self.config, Mapping):
                 raise ValueError(f"kaleido: config must be a KaleidoConfig mapping, got {type(self.config).__name__}")
             moved = [k for k, v in _config_defaults().items() if getattr(self, k) != v]
@@ -91,8 +96,6 @@ class KaleidoSettings:
         return int(self.to_config().reuse.low_bits) if self.config is not None else int(self.low_bits)
 
     def to_config(self):
-        from kaleido.integrations import KaleidoConfig
-
         if self.config is not None:
             return KaleidoConfig.from_dict(dict(self.config))
         d = KaleidoConfig().to_dict()
@@ -185,6 +188,40 @@ class _KaleidoHandle(MethodHandle):
         super().remove()
 
 
+#: Kaleido on self-attention q.k^T only (like the attention baselines it is matched against)
+QK_ONLY = dict(cross_qk=False, proj=False, ffn=False)
+
+
+def packaged_config_setting(name: str) -> list[dict]:
+    """``[{"config": ..., "label": name}]`` for a packaged KaleidoConfig (none when it is not shipped)."""
+    from kaleido.integrations.config import packaged_configs
+
+    if name not in packaged_configs():
+        return []
+    return [dict(config=KaleidoConfig.load(name).to_dict(), label=name)]
+
+
+def _grid(pipeline: str, steps: int) -> list[dict]:
+    # theta2 <= 2**(low_bits-1) keeps PARTIAL reuse exact (SPEC §3); larger thresholds need more low bits; the
+    # miniature model's q is noisy in int8 units (L-inf over whole RoPE groups), so the comparison levels need large
+    # thresholds; self-attention q.k^T only, like the attention baselines (sparse attention, token merging) it is
+    # matched against (errors from reused linears do not enter the comparison); the calibrated default
+    # (kaleido calibrate, docs/results/README.md) is one more point on the miniature pipeline
+    calibrated = [] if pipeline == "random-wan" else packaged_config_setting("tiny-default")
+    return ([dict(theta1=t1, theta2=t2, low_bits=lb) for t1, t2, lb in ((8, 8, 6), (16, 32, 6))]
+            + [dict(theta1=32, theta2=64, low_bits=7, **QK_ONLY)] + calibrated)
+
+
+def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn):
+    """``kaleido.apply``'s handler for a :class:`KaleidoConfig` (returns its ``ApplyReport``)."""
+    from kaleido.integrations.apply import apply as apply_kaleido
+
+    return apply_kaleido(transformer, config, filter_fn=filter_fn)
+
+
+@register_technique(family=KALEIDO, colour="#d62728", grid=_grid, config=KaleidoConfig, handler=_apply_kaleido,
+                    test_settings=dict(theta1=64, theta2=64, low_bits=7, metric="mean_abs"),
+                    null_settings=dict(theta1=0, theta2=0))
 class KaleidoMethod(Method):
     name = "kaleido"
     Settings = KaleidoSettings

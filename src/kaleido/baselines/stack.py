@@ -5,9 +5,10 @@
 technique in order to the same transformer and removes them in reverse.  What composes,
 and why the accounting does:
 
-* a step cache (PAB, FirstBlockCache, TaylorSeer, MagCache) decides which block *units*
-  (self-attention, cross-attention, FFN) run on a call; a unit it serves from the cache
-  never runs, so nothing inside it is computed or decided by the other technique;
+* a step cache (a technique of the registry's ``"step cache"`` family: PAB, FirstBlockCache,
+  TaylorSeer, MagCache, cache-dit's DBCache) decides which block *units* (self-attention,
+  cross-attention, FFN) run on a call; a unit it serves from the cache never runs, so nothing
+  inside it is computed or decided by the other technique;
 * the other technique (Kaleido, or any op-level baseline) decides how the units that
   run are computed.  Every handle counts, per op kind, the units that really ran
   (:mod:`kaleido.baselines.base`), so a skipped unit is charged nothing by every handle,
@@ -18,21 +19,27 @@ The stacked report takes each op kind from the technique that decides it (``clai
 Kaleido: the op kinds its trace covers) and every other op kind from the execution-based
 count, which every handle keeps alike; ``extra["op_source"]`` says which technique each
 op kind's counts come from, ``extra["stack"]`` lists the techniques with their own
-reports.  Refused, in one line: two step caches (diffusers keeps one cache per model),
-two techniques deciding the same op kind, a stack inside a stack, fewer than two
-techniques.
+reports.  Refused, in one line (:func:`check_composable`, the one place these rules live, which
+``kaleido.apply`` with a list of configs follows too): two step caches (each decides which units
+run: a model takes one), two techniques deciding the same op kind, Kaleido with another op-level
+technique, a stack inside a stack, fewer than two techniques.  :func:`apply_in_order` is the one
+way techniques are applied in order and undone when one fails.
+
+The comparison's stacked points are the ones the step caches register (``stacks=`` in their
+:func:`~kaleido.baselines.registry.register_technique`), gathered by this technique's grid.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
-from .base import ESTIMATE, Method, MethodReport
-
-#: Methods that decide which block units run (diffusers' step caches).
-STEP_CACHES = frozenset({"pab", "fbcache", "taylorseer", "magcache"})
+from .base import Method
+from .method_report import MethodReport
+from .registry import STACK, TECHNIQUES, GridUnavailable, register_technique
+from .shapes import ESTIMATE
 
 
 @dataclass(frozen=True)
@@ -55,29 +62,51 @@ class StackSettings:
         object.__setattr__(self, "techniques", tuple(items))
 
 
-def check_composable(names: list[str], claims: dict[str, frozenset] | None = None) -> None:
+def _is_step_cache(name: str) -> bool:
+    t = TECHNIQUES.get(name)
+    return t is not None and t.is_step_cache
+
+
+def check_composable(names: list[str], claims: Mapping[str, Iterable[str]] | None = None) -> None:
     """Refuse, in one line, techniques that do not compose on one transformer (see the module docstring).
 
-    ``names``: the techniques in order; ``claims``: each one's ``Method.claims`` (``(unit, op kind)`` pairs
-    it decides), when known - two techniques deciding one op kind are refused too.
+    ``names``: the techniques in order; ``claims``: the op kinds each one decides (default: the ones it is
+    registered with; a built method's own, when its claims depend on its settings) - two techniques deciding
+    one op kind are refused too.
     """
     if "stack" in names:
         raise ValueError("stack: a stack cannot hold another stack; list its techniques instead")
-    caches = [n for n in names if n in STEP_CACHES]
+    caches = [n for n in names if _is_step_cache(n)]
     if len(caches) > 1:
-        raise ValueError(f"stack: {' and '.join(caches)} are both step caches; diffusers keeps one cache per "
-                         "model: stack one step cache with one op-level technique")
-    op_level = [n for n in names if n not in STEP_CACHES]
+        raise ValueError(f"stack: {' and '.join(caches)} are both step caches; each decides which block units run, "
+                         "so a model takes one: stack one step cache with one op-level technique")
+    op_level = [n for n in names if not _is_step_cache(n)]
     if len(op_level) > 1 and "kaleido" in op_level:
         raise ValueError(f"stack: {' and '.join(op_level)} both decide how ops are computed; Kaleido stacks "
                          "with a step cache, not with another op-level technique")
+    if claims is None:
+        claims = {n: TECHNIQUES[n].claims for n in names if n in TECHNIQUES}
     deciders: dict[str, str] = {}
     for n in names:
-        for kind in sorted({k for _, k in (claims or {}).get(n, ())}):
+        for kind in sorted(set(claims.get(n, ()))):
             if kind in deciders:
                 raise ValueError(f"stack: {deciders[kind]} and {n} both decide {kind}; stack a step cache "
                                  "with one technique that decides ops")
             deciders[kind] = n
+
+
+def apply_in_order(appliers: Iterable[Callable[[], Any]], undo: Callable[[Any], None]) -> list:
+    """Call each of ``appliers`` in order and return their results; when one raises, ``undo`` the results of
+    those that ran (last first), then re-raise: a stack is applied whole or not at all."""
+    done: list = []
+    try:
+        for apply in appliers:
+            done.append(apply())
+    except Exception:
+        for result in reversed(done):
+            undo(result)
+        raise
+    return done
 
 
 def _claimed(method: Method, report: MethodReport) -> set[str]:
@@ -138,6 +167,23 @@ class StackHandle:
         self.remove()
 
 
+def _grid(pipeline: str, steps: int) -> list[dict]:
+    """The stacks the step caches register for the sweep (a cache without points at ``steps``, e.g. MagCache
+    without calibrated ratios, heads none)."""
+    out: list[dict] = []
+    for t in TECHNIQUES.values():
+        if t.stacks is not None:
+            try:
+                out += t.stacks(pipeline, steps)
+            except GridUnavailable:
+                pass
+    return out
+
+
+@register_technique(
+    family=STACK, colour="#e377c2", grid=_grid, config=None,  # kaleido.apply takes a stack as a list of configs
+    test_settings=dict(techniques=[dict(technique="taylorseer", cache_interval=2, disable_cache_before_step=1),
+                                   dict(technique="kaleido", theta1=16, theta2=32, low_bits=6)]))
 class Stack(Method):
     """Several techniques on one transformer; see the module docstring."""
 
@@ -148,7 +194,7 @@ class Stack(Method):
         super().__init__(**settings)
         self.methods = [resolve(t["technique"], **{k: v for k, v in t.items() if k != "technique"})
                         for t in self.settings.techniques]
-        check_composable([m.name for m in self.methods], {m.name: m.claims for m in self.methods})
+        check_composable([m.name for m in self.methods], {m.name: {k for _, k in m.claims} for m in self.methods})
 
     def settings_dict(self) -> dict:
         return {"techniques": [dict(t) for t in self.settings.techniques]}
@@ -158,14 +204,7 @@ class Stack(Method):
         return "+".join(m.name for m in self.methods)
 
     def apply(self, transformer) -> StackHandle:  # type: ignore[override]
-        handles: list = []
-        try:
-            for m in self.methods:
-                handles.append(m.apply(transformer))
-        except Exception:
-            for h in reversed(handles):
-                h.remove()
-            raise
+        handles = apply_in_order([functools.partial(m.apply, transformer) for m in self.methods], lambda h: h.remove())
         return StackHandle(self, handles)
 
     def _install(self, handle) -> None:  # apply() does the work

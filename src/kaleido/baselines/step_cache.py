@@ -36,15 +36,24 @@ another.  ``num_inference_steps`` must be the pipeline's: a call whose cache con
 says otherwise (Wan's does), or a step past it, raises; so does ``report()`` after a
 generation of fewer steps (the only way to see it where the pipeline does not pass its step
 count, as HunyuanVideo's and CogVideoX's do not).  ``report().extra["served_steps"]``
-lists, per context, the steps served from the cache.
+lists, per context, the steps served from the cache.  The comparison's MagCache points use the
+ratios calibrated for its pipeline and step count (:func:`calibrated_mag_ratios`, from
+``kaleido/assets/magcache_ratios.json``, which ``benchmarks/calibrate_magcache.py`` writes).
 """
 
 from __future__ import annotations
 
+import importlib.resources
+import json
 import re
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
-from .base import Method, MethodHandle, check_range
+from .base import Method, check_range
+from .handle import MethodHandle
+from .kaleido_method import QK_ONLY, packaged_config_setting
+from .registry import TEST_STEPS, STEP_CACHE, GridUnavailable, register_technique
 
 #: Wan's self-attention and feed-forward modules, the default TaylorSeer caches there (diffusers' own
 #: defaults match nothing on Wan or CogVideoX); on every model the default is its adapter's self-attention
@@ -111,6 +120,13 @@ class PABSettings:
         object.__setattr__(self, "identifiers", tuple(self.identifiers))
 
 
+@register_technique(
+    family=STEP_CACHE, colour="#9467bd", grid=lambda pipeline, steps: [dict(self_skip_range=2, cross_skip_range=4)],
+    # DDIM's last timestep is 0: the tester's range covers every step
+    test_settings=dict(self_skip_range=2, cross_skip_range=2, timestep_range=(-1, 1001)),
+    null_settings=dict(self_skip_range=1, cross_skip_range=1),
+    refuses={"wan": ("calls the transformer twice per step",
+                     "guidance as two calls per step would share PAB's cache (runs with guidance_scale=1)")})
 class PyramidAttentionBroadcast(Method):
     name = "pab"
     Settings = PABSettings
@@ -161,6 +177,8 @@ class FBCacheSettings:
         check_range("fbcache", "threshold", self.threshold, 0.0, 100.0)
 
 
+@register_technique(family=STEP_CACHE, colour="#c5b0d5", grid=lambda pipeline, steps: [dict(threshold=0.1)],
+                    test_settings=dict(threshold=50.0), null_settings=dict(threshold=0.0))
 class FirstBlockCache(Method):
     name = "fbcache"
     Settings = FBCacheSettings
@@ -228,6 +246,19 @@ def default_cache_identifiers(handle: MethodHandle) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _taylorseer_stacks(pipeline: str, steps: int) -> list[dict]:
+    """TaylorSeer (interval 3) decides which units run, Kaleido reuses inside the units that do - on
+    self-attention q.k^T only, on every op, and with the calibrated default (miniature pipeline)."""
+    ts = dict(technique="taylorseer", cache_interval=3)
+    calibrated = [] if pipeline == "random-wan" else packaged_config_setting("tiny-default")
+    return ([dict(techniques=[ts, dict(technique="kaleido", theta1=16, theta2=64, low_bits=7, **QK_ONLY)])]
+            + [dict(techniques=[ts, dict(technique="kaleido", theta1=8, theta2=8, low_bits=6)])]
+            + [dict(techniques=[ts, dict(technique="kaleido", **c)]) for c in calibrated])
+
+
+@register_technique(family=STEP_CACHE, colour="#8c564b", grid=lambda pipeline, steps: [dict(cache_interval=3)],
+                    stacks=_taylorseer_stacks, test_settings=dict(cache_interval=2, disable_cache_before_step=1),
+                    null_settings=dict(cache_interval=1, disable_cache_before_step=0))
 class TaylorSeer(Method):
     name = "taylorseer"
     Settings = TaylorSeerSettings
@@ -295,6 +326,69 @@ class MagCacheSettings:
         object.__setattr__(self, "mag_ratios", tuple(float(r) for r in ratios))
 
 
+def mag_ratios_path() -> Path:
+    """The shipped file of MagCache's calibrated magnitude ratios (``kaleido/assets/magcache_ratios.json``)."""
+    return Path(str(importlib.resources.files("kaleido") / "assets" / "magcache_ratios.json"))
+
+
+def calibrated_mag_ratios(pipeline: str, steps: int) -> tuple[float, ...] | None:
+    """MagCache's magnitude ratios (the ``"cond"`` context's) measured on ``pipeline`` at ``steps`` denoising
+    steps, as :func:`mag_ratios_path`'s file holds them (``None``: not measured there)."""
+    ratios = json.loads(mag_ratios_path().read_text())["ratios"].get(pipeline, {}).get(str(int(steps)))
+    return None if ratios is None else tuple(float(r) for r in ratios)
+
+
+def write_mag_ratios(pipeline: str, steps: int, ratios, path: Path | None = None) -> Path:
+    """Store ``ratios`` (the ``"cond"`` context's, one per step) as ``pipeline``'s at ``steps`` in the ratios file
+    (default :func:`mag_ratios_path`), keeping its other entries; written atomically."""
+    from kaleido.atomic import write_atomic
+
+    path = Path(path) if path is not None else mag_ratios_path()
+    doc = json.loads(path.read_text())
+    doc["ratios"].setdefault(pipeline, {})[str(int(steps))] = [round(float(r), 5) for r in ratios]
+    text = json.dumps(doc, indent=1, sort_keys=True)
+    text = re.sub(r"\[\s+([^\[\]]*?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)  # a list per line
+    write_atomic(path, text + "\n")
+    return path
+
+
+def calibrate_command(pipeline: str, steps: int) -> str:
+    """The command that measures MagCache's ratios on ``pipeline`` at ``steps`` and writes them to the file."""
+    return f"python benchmarks/calibrate_magcache.py --model {shlex.quote(pipeline)} --steps {int(steps)} --write"
+
+
+def magcache_grid(pipeline: str, steps: int | None) -> list[dict]:
+    """MagCache's points on ``pipeline`` at ``steps``: the two that bracket the comparison's 30 dB on the miniature
+    model (2 held-out prompts, seed 0: threshold 0.24, 8 steps in a row, the first 20% computed: 68% of the
+    transformer at 35.2 / 33.4 dB; 0.5, 12, 10%: 80% at 30.3 / 27.9 dB; diffusers' defaults 0.06, 3, 20%: 56% at
+    40.0 dB; a looser threshold alone is capped by the steps in a row).  Without ratios calibrated for that
+    pipeline and step count it has none (:class:`~kaleido.baselines.registry.GridUnavailable`, naming the
+    command that measures them): they depend on the checkpoint and on the step count."""
+    if steps is None:
+        raise GridUnavailable(f"magcache: the number of steps {pipeline!r} runs is not known here (its ratios are "
+                              "calibrated per step count); give the sweep's steps (kaleido compare --steps N)")
+    ratios = calibrated_mag_ratios(pipeline, steps)
+    if ratios is None:
+        raise GridUnavailable(f"magcache: no magnitude ratios calibrated for pipeline {pipeline!r} at {steps} steps "
+                              f"(they depend on the checkpoint and the step count); measure them with "
+                              f"`{calibrate_command(pipeline, steps)}`")
+    return [dict(threshold=t, max_skip_steps=k, retention_ratio=r, num_inference_steps=int(steps),
+                 mag_ratios=list(ratios)) for t, k, r in ((0.24, 8, 0.2), (0.5, 12, 0.1))]
+
+
+def _magcache_stacks(pipeline: str, steps: int) -> list[dict]:
+    """MagCache's setting nearest 30 dB (its first point) with Kaleido on self-attention q.k^T."""
+    mag = dict(technique="magcache", **magcache_grid(pipeline, steps)[0])
+    return [dict(techniques=[mag, dict(technique="kaleido", theta1=t1, theta2=t2, low_bits=lb, **QK_ONLY)])
+            for t1, t2, lb in ((16, 64, 7), (8, 16, 6))]
+
+
+@register_technique(
+    family=STEP_CACHE, colour="#c49c94", grid=magcache_grid, stacks=_magcache_stacks,
+    # ratios as a calibration would give them for the tester's steps; the second step is served from the cache
+    test_settings=dict(mag_ratios=(1.0, 0.95), num_inference_steps=TEST_STEPS, retention_ratio=0.0, threshold=0.5,
+                       max_skip_steps=1),
+    null_settings=dict(calibrate=True, num_inference_steps=TEST_STEPS))  # diffusers' calibration mode skips nothing
 class MagCache(Method):
     name = "magcache"
     Settings = MagCacheSettings

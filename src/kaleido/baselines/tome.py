@@ -23,7 +23,10 @@ import torch.nn.functional as F
 
 from ._merge import groups_from_pairs, local_windows, window_dst
 from .attention_core import AttnContext, install_attention_core, merged_joint_attention, record_pairs
-from .base import Method, MethodHandle, check_range
+from .base import Method, check_range
+from .handle import MethodHandle
+from .registry import TOKEN_MERGING, register_technique
+from .shapes import claims_of
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,17 @@ class ToMeSettings:
         check_range("tome", "dense_steps", self.dense_steps, 0, 10_000)
 
 
+def _grid(pipeline: str, steps: int) -> list[dict]:
+    # ToMe saves 1 - (1 - ratio)^2 of q.k^T: 19% (0.25: 44% at 26.1 dB on 4 prompts of the miniature model)
+    return [dict(ratio=0.1)]
+
+
+@register_technique(family=TOKEN_MERGING, colour="#2ca02c", grid=_grid, test_settings=dict(ratio=0.5),
+                    null_settings=dict(ratio=0.0))
 class ToMe(Method):
     name = "tome"
     Settings = ToMeSettings
-    claims = frozenset({("attn1", "self_qk"), ("attn1", "self_pv")})
+    claims = claims_of(("self_qk", "self_pv"))
 
     def _install(self, handle: MethodHandle) -> None:
         s = self.settings

@@ -433,11 +433,6 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return idx
 
 
-_COLORS = {"kaleido": "#d62728", "sparse_videogen": "#1f77b4", "block_topk": "#17becf", "tome": "#2ca02c",
-           "adaptiv": "#98df8a", "pab": "#9467bd", "fbcache": "#c5b0d5", "taylorseer": "#8c564b",
-           "magcache": "#c49c94", "exion": "#ff7f0e", "cambricon_d": "#7f7f7f", "stack": "#e377c2"}
-
-
 def plot_series(a: SettingAggregate) -> str:
     """The line a setting is drawn on: its method, with Kaleido's two setting families apart
     (every op reused vs self-attention q.k^T only; joined, they would zig-zag)."""
@@ -451,6 +446,8 @@ def plot_series(a: SettingAggregate) -> str:
 def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
     """Quality (PSNR) vs savings: self-attn q.k^T (left) and the whole transformer (right)."""
     import matplotlib
+
+    from kaleido.baselines.registry import colour_of  # each technique's colour, registered beside it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -466,7 +463,7 @@ def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
         for (series, method), pts in sorted(by_m.items()):
             pts.sort()
             xs, ys = [100 * p[0] for p in pts], [p[1] for p in pts]
-            ax.plot(xs, ys, "--o" if series != method else "-o", color=_COLORS.get(method, "black"), label=series,
+            ax.plot(xs, ys, "--o" if series != method else "-o", color=colour_of(method), label=series,
                     lw=2.5 if method == "kaleido" else 1.2, ms=6 if method == "kaleido" else 4)
             for x, y, f in pts:
                 if f:

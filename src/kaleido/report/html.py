@@ -39,8 +39,14 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}tr.kaleido td{background:#fff1f0
 .tag{display:inline-block;font-size:11px;padding:1px 6px;border-radius:8px;background:#eee;margin-left:6px}
 """
 
-SPARSE = ("sparse_videogen", "block_topk")
-MERGING = ("tome", "adaptiv")
+
+def _by_family(methods) -> list[str]:
+    """``methods`` in the order of their registered families (Kaleido, sparse attention, token merging, ...; an
+    unregistered name last), each family's in the order given."""
+    from kaleido.baselines.registry import FAMILIES, family_of
+
+    rank = {f: i for i, f in enumerate(FAMILIES)}
+    return sorted(methods, key=lambda m: rank.get(family_of(m), len(rank)))
 
 
 def _img(png: bytes, alt: str, width: str = "100%") -> str:
@@ -70,13 +76,11 @@ def _f(x, nd=2, unit=""):
 def _matched_section(matched) -> str:
     head = "".join(f"<th>PSNR @ {100 * t:.0f}%</th><th>SSIM @ {100 * t:.0f}%</th>" for t in MATCH_TARGETS)
     rows = []
-    order = ["kaleido", *SPARSE, *MERGING] + [m for m in matched if m not in ("kaleido", *SPARSE, *MERGING)]
-    for m in order:
-        if m not in matched:
-            continue
+    from kaleido.baselines.registry import family_of
+
+    for m in _by_family(matched):
         cells = matched[m]
-        kind = "Kaleido" if m == "kaleido" else "sparse attention" if m in SPARSE else \
-            "token merging" if m in MERGING else "other"
+        kind = family_of(m) or "other"
         tds = "".join(f'<td title="{html.escape(c.how)}">{_f(c.psnr)}</td><td>{_f(c.ssim, 4)}</td>' for c in cells)
         hows = "<br>".join(html.escape(f"{100 * c.target:.0f}%: {c.how}") for c in cells)
         rows.append(f'<tr class="{"kaleido" if m == "kaleido" else ""}"><td class="l">{m}</td><td class="l">{kind}</td>'

@@ -1,0 +1,191 @@
+"""The one registry of techniques: everything the package needs to know about each, in one entry.
+
+A technique registers its :class:`~kaleido.baselines.base.Method` class where it is defined::
+
+    @register_technique(family=TOKEN_MERGING, colour="#2ca02c", grid=_grid,
+                        test_settings=dict(ratio=0.5), null_settings=dict(ratio=0.0))
+    class ToMe(Method):
+        name = "tome"
+        Settings = ToMeSettings
+        claims = claims_of(("self_qk", "self_pv"))
+
+and every reader takes it from here: ``make_method`` and :data:`kaleido.baselines.METHODS`
+(views of :data:`TECHNIQUES`), ``kaleido.apply`` (the config type it dispatches on and its
+handler), the stacking rules (:func:`kaleido.baselines.stack.check_composable`: which
+techniques are step caches, which op kinds each decides), the comparison's default sweep
+(:mod:`kaleido.compare.grids`: each technique's grid), the report's families and the plots'
+colours, ``kaleido compare --help``, and the shared tester (its settings, its "off" settings,
+the families it refuses and why).  So a new baseline is one module that registers itself
+(imported by :mod:`kaleido.baselines`) plus its test case.
+
+This module imports no technique; the technique modules import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+#: Report families, in the order the report lists them (:attr:`Technique.family` is one of them).
+KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL, STACK = (
+    "Kaleido", "sparse attention", "token merging", "sparse attention + FFN reuse", "step cache",
+    "differential computing", "step cache + Kaleido")
+FAMILIES: tuple[str, ...] = (KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL,
+                             STACK)
+#: The model families the shared tester runs every technique on (tiny random pipelines of
+#: :mod:`kaleido.integrations.testing`): Wan with classifier-free guidance as two calls per step, HunyuanVideo
+#: (dual- and single-stream blocks, embedded guidance), CogVideoX 5B-style (RoPE) and 2B-style (no RoPE), both
+#: batching guidance into one call.  :attr:`Technique.refuses` is keyed by them.
+TESTED_FAMILIES: tuple[str, ...] = ("wan", "hunyuan_video", "cogvideox_5b_style", "cogvideox_2b_style")
+#: The tester's denoising steps (enough for every technique to act: caches and cross-step methods skip from the
+#: second step on); :attr:`Technique.test_settings` are chosen for it.
+TEST_STEPS = 2
+
+#: ``grid(pipeline, steps) -> [settings, ...]``: a technique's default sweep settings on ``pipeline`` run with
+#: ``steps`` denoising steps (``None``: the pipeline's own, unknown here); raises :class:`GridUnavailable` where it
+#: has none
+Grid = Callable[[str, "int | None"], list]
+
+
+#: ``register_technique(config=OWN_SETTINGS)`` (the default): ``kaleido.apply`` dispatches on the technique's ``Settings``
+OWN_SETTINGS = object()
+
+
+class GridUnavailable(ValueError):
+    """A technique has no sweep settings for this (pipeline, steps), and says why in one line (what to run)."""
+
+
+@dataclass(frozen=True)
+class Technique:
+    """One registered technique.
+
+    ``method``: its :class:`~kaleido.baselines.base.Method` class (``name``, ``Settings``); ``claims``: the op
+    kinds it may decide itself (what its handle takes over; every other op kind is counted as it runs);
+    ``family`` / ``colour``: the report's family (:data:`FAMILIES`) and its plot colour; ``grid``: its default
+    sweep settings (``None``: none); ``test_settings`` / ``null_settings``: settings under which it changes
+    something on the tester's tiny models, and under which it computes what dense computes (``None``: it has
+    none); ``refuses``: a tested family (:data:`TESTED_FAMILIES`) -> ``(regex of its one-line refusal, the
+    reason as docs/baselines.md states it)``; ``config``: the type :func:`kaleido.apply` dispatches on (``None``: not
+    through ``kaleido.apply``); ``handler(transformer, config, filter_fn)``: what ``kaleido.apply`` runs for it;
+    ``stacks``: a step cache's stacks with Kaleido in the sweep (``grid``-like: ``{"techniques": [...]}`` settings of
+    the ``"stack"`` technique, whose grid gathers them).
+    """
+
+    name: str
+    method: type
+    family: str
+    colour: str
+    claims: frozenset = frozenset()
+    grid: Grid | None = None
+    test_settings: Mapping[str, Any] | None = None
+    null_settings: Mapping[str, Any] | None = None
+    refuses: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    config: type | None = None
+    handler: Callable[..., Any] | None = None
+    stacks: Grid | None = None
+
+    @property
+    def settings(self) -> type:
+        """Its settings dataclass (what ``make_method`` and the comparison's rows hold)."""
+        return self.method.Settings
+
+    @property
+    def is_step_cache(self) -> bool:
+        """Whether it decides which block units run (one per transformer: see :mod:`kaleido.baselines.stack`)."""
+        return self.family == STEP_CACHE
+
+    def config_to_dict(self, config: Any) -> dict:
+        """``config`` as a plain mapping: its own ``to_dict()`` if it has one, else its dataclass fields."""
+        import dataclasses
+
+        if callable(getattr(config, "to_dict", None)):
+            return dict(config.to_dict())
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+    def config_from_dict(self, d: Mapping[str, Any]) -> Any:
+        """The config :meth:`config_to_dict` wrote (its own ``from_dict`` if it has one; unknown keys refused)."""
+        import dataclasses
+
+        cls = self.config
+        if callable(getattr(cls, "from_dict", None)):
+            return cls.from_dict(dict(d))
+        fields = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(d) - fields)
+        if bad:
+            raise ValueError(f"{self.name}: unknown setting(s) {bad}; allowed: {sorted(fields)}")
+        return cls(**d)
+
+
+#: name -> technique, in registration order (the order :mod:`kaleido.baselines` imports the modules)
+TECHNIQUES: dict[str, Technique] = {}
+
+
+def register_technique(*, family: str, colour: str, grid: Grid | None = None, test_settings: Mapping | None = None,
+                       null_settings: Mapping | None = None, refuses: Mapping[str, tuple[str, str]] | None = None,
+                       claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
+                       handler: Callable[..., Any] | None = None, stacks: Grid | None = None) -> Callable[[type], type]:
+    """Class decorator: register a :class:`~kaleido.baselines.base.Method` subclass under its ``name``.
+
+    ``claims``: the op kinds it may decide, for a class whose ``claims`` depend on its settings (a property);
+    otherwise they are read from the class's ``claims`` (``(unit, op kind)`` pairs).  ``config``: the type
+    ``kaleido.apply`` dispatches on (default: its ``Settings``; ``None``: none); ``handler``: what
+    ``kaleido.apply`` runs for it (default: ``Method(**settings).apply(transformer)``, refusing a ``filter_fn``).
+    The other arguments are :class:`Technique`'s fields.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"register_technique: family {family!r} is not one of {list(FAMILIES)}")
+    unknown = sorted(set(refuses or {}) - set(TESTED_FAMILIES))
+    if unknown:
+        raise ValueError(f"register_technique: refuses names {unknown}; the tested families are {list(TESTED_FAMILIES)}")
+
+    def deco(cls: type) -> type:
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"register_technique: {cls.__name__} has no name")
+        if name in TECHNIQUES and TECHNIQUES[name].method is not cls:
+            raise ValueError(f"register_technique: {name!r} is already registered by {TECHNIQUES[name].method.__name__}")
+        declared = cls.__dict__.get("claims", getattr(cls, "claims", frozenset()))
+        if claims is not None:
+            kinds = frozenset(claims)
+        elif isinstance(declared, frozenset):
+            kinds = frozenset(k for _, k in declared)
+        else:
+            raise ValueError(f"register_technique: {name}'s claims depend on its settings; pass claims=(op kinds)")
+        TECHNIQUES[name] = Technique(
+            name, cls, family, colour, kinds, grid,
+            None if test_settings is None else MappingProxyType(dict(test_settings)),
+            None if null_settings is None else MappingProxyType(dict(null_settings)),
+            MappingProxyType(dict(refuses or {})),
+            cls.Settings if config is OWN_SETTINGS else config, handler, stacks)
+        return cls
+
+    return deco
+
+
+def technique(name: str) -> Technique:
+    """The technique registered as ``name`` (``ValueError`` naming the known ones)."""
+    t = TECHNIQUES.get(name)
+    if t is None:
+        raise ValueError(f"unknown technique {name!r}; known: {sorted(TECHNIQUES)}")
+    return t
+
+
+def technique_of_config(config: Any) -> Technique | None:
+    """The technique whose ``kaleido.apply`` config type ``config`` is (``None``: no technique's)."""
+    for t in TECHNIQUES.values():
+        if t.config is not None and type(config) is t.config:
+            return t
+    return None
+
+
+def family_of(name: str) -> str | None:
+    """The report family of the technique ``name`` (``None`` for an unregistered name, e.g. from old rows)."""
+    t = TECHNIQUES.get(name)
+    return None if t is None else t.family
+
+
+def colour_of(name: str, default: str = "black") -> str:
+    """The plot colour of the technique ``name`` (``default`` for an unregistered name)."""
+    t = TECHNIQUES.get(name)
+    return default if t is None else t.colour
