@@ -13,6 +13,7 @@ video tokens (they may reuse); the other ``M - grid_rows`` rows are text tokens
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from kaleido.ops import HW_KIND_OF, HW_OPS, OpKind
@@ -79,31 +80,115 @@ class ModelSpec:
         return self.heads * self.head_dim
 
 
-# Sources: HF model cards / config.json of each checkpoint (see docs/hardware.md).
+#: diffusers transformer class -> model family
+FAMILY_OF_CLASS: dict[str, str] = {
+    "WanTransformer3DModel": "wan",
+    "HunyuanVideoTransformer3DModel": "hunyuan",
+    "CogVideoXTransformer3DModel": "cogvideox",
+}
+
+
+def model_spec_from_config(name: str, config: Mapping, *, steps: int, cfg_passes: int, text_len: int | None = None,
+                           attn_density: float = 1.0, source: str = "", class_name: str | None = None) -> ModelSpec:
+    """A :class:`ModelSpec` from a diffusers transformer's ``config.json`` (or ``model.config``, with
+    ``class_name=type(model).__name__``: a loaded model's config does not hold its ``_class_name``).
+
+    What each family's config decides (diffusers' own constructors):
+
+    * ``WanTransformer3DModel``: ``num_layers`` blocks, ``num_attention_heads`` x
+      ``attention_head_dim``, FFN width ``ffn_dim``; RoPE ``h = w = 2*(head_dim//6)``, ``t`` the
+      rest (``WanRotaryPosEmbed``).  The text length is the pipeline's (``text_len``, 512 in
+      ``WanPipeline``).
+    * ``HunyuanVideoTransformer3DModel``: ``num_layers`` dual-stream and ``num_single_layers``
+      single-stream blocks, FFN width ``int(dim * mlp_ratio)``, RoPE ``rope_axes_dim``; the
+      text length is the pipeline's (256).
+    * ``CogVideoXTransformer3DModel``: ``num_layers`` blocks, FFN width ``4 * dim``
+      (``FeedForward``'s default ``mult``; the model passes no inner width), text length
+      ``max_text_seq_length`` unless ``text_len`` is given, 3-D RoPE ``(D/4, 3D/8, 3D/8)`` when
+      ``use_rotary_positional_embeddings``.
+
+    ``steps`` and ``cfg_passes`` (transformer calls per step) come from the pipeline, not the config.
+    """
+    cls = class_name or config.get("_class_name")
+    if cls not in FAMILY_OF_CLASS:
+        raise ValueError(f"{name}: config of {cls!r}; known transformer classes: {sorted(FAMILY_OF_CLASS)}")
+    family = FAMILY_OF_CLASS[cls]
+    heads, hd = int(config["num_attention_heads"]), int(config["attention_head_dim"])
+    dim = heads * hd
+    single = 0
+    if family == "wan":
+        ffn = int(config["ffn_dim"])
+        hw = 2 * (hd // 6)
+        rope: tuple[int, int, int] | None = (hd - 2 * hw, hw, hw)
+    elif family == "hunyuan":
+        ffn = int(dim * float(config.get("mlp_ratio", 4.0)))
+        single = int(config.get("num_single_layers", 40))
+        rope = tuple(int(x) for x in config.get("rope_axes_dim", (16, 56, 56)))
+    else:
+        ffn = 4 * dim
+        rope = (hd // 4, 3 * hd // 8, 3 * hd // 8) if config.get("use_rotary_positional_embeddings", False) else None
+        if text_len is None:
+            text_len = int(config.get("max_text_seq_length", 226))
+    if text_len is None:
+        raise ValueError(f"{name}: a {cls} config does not give the text length; pass text_len (the pipeline's)")
+    return ModelSpec(name, family, int(config["num_layers"]), single, heads, hd, ffn, int(text_len), rope, steps,
+                     cfg_passes, attn_density, source)
+
+
+#: The keys of each checkpoint's ``transformer/config.json`` that shape its GEMMs (HF model pages;
+#: ``/work/shared/notes/facts.md``); every other key leaves them unchanged.
+PUBLISHED_CONFIGS: dict[str, dict] = {
+    "Wan-AI/Wan2.1-T2V-1.3B-Diffusers": {"_class_name": "WanTransformer3DModel", "num_layers": 30,
+                                          "num_attention_heads": 12, "attention_head_dim": 128, "ffn_dim": 8960},
+    "Wan-AI/Wan2.1-T2V-14B-Diffusers": {"_class_name": "WanTransformer3DModel", "num_layers": 40,
+                                         "num_attention_heads": 40, "attention_head_dim": 128, "ffn_dim": 13824},
+    "hunyuanvideo-community/HunyuanVideo": {"_class_name": "HunyuanVideoTransformer3DModel", "num_layers": 20,
+                                            "num_single_layers": 40, "num_attention_heads": 24,
+                                            "attention_head_dim": 128, "mlp_ratio": 4.0,
+                                            "rope_axes_dim": [16, 56, 56]},
+    "THUDM/CogVideoX-2b": {"_class_name": "CogVideoXTransformer3DModel", "num_layers": 30, "num_attention_heads": 30,
+                           "attention_head_dim": 64, "max_text_seq_length": 226,
+                           "use_rotary_positional_embeddings": False},
+    "THUDM/CogVideoX-5b": {"_class_name": "CogVideoXTransformer3DModel", "num_layers": 42, "num_attention_heads": 48,
+                           "attention_head_dim": 64, "max_text_seq_length": 226,
+                           "use_rotary_positional_embeddings": True},
+    # the shipped miniature pipeline's transformer (kaleido/assets/tiny-wan/transformer/config.json)
+    "kaleido/assets/tiny-wan": {"_class_name": "WanTransformer3DModel", "num_layers": 4, "num_attention_heads": 2,
+                                "attention_head_dim": 64, "ffn_dim": 512},
+}
+
+
+def _published(name: str, repo: str, **kw) -> ModelSpec:
+    return model_spec_from_config(name, PUBLISHED_CONFIGS[repo], **kw)
+
+
+# Sources: HF model cards / config.json of each checkpoint (see docs/hardware.md); steps, CFG passes and
+# text lengths are the pipelines' defaults.
 MODELS: dict[str, ModelSpec] = {
-    "wan-1.3b": ModelSpec("wan-1.3b", "wan", 30, 0, 12, 128, 8960, 512, (44, 42, 42), 50, 2,
-                          source="Wan-AI/Wan2.1-T2V-1.3B-Diffusers transformer/config.json"),
-    "wan-14b": ModelSpec("wan-14b", "wan", 40, 0, 40, 128, 13824, 512, (44, 42, 42), 50, 2,
-                         source="Wan-AI/Wan2.1-T2V-14B-Diffusers transformer/config.json"),
-    "hunyuan": ModelSpec("hunyuan", "hunyuan", 20, 40, 24, 128, 12288, 256, (16, 56, 56), 50, 1,
-                         source="hunyuanvideo-community/HunyuanVideo transformer/config.json; "
-                                "guidance-distilled (embedded guidance), one pass per step"),
-    "cogvideox-2b": ModelSpec("cogvideox-2b", "cogvideox", 30, 0, 30, 64, 7680, 226, None, 50, 2,
-                              source="THUDM/CogVideoX-2b transformer/config.json (no RoPE)"),
-    "cogvideox-5b": ModelSpec("cogvideox-5b", "cogvideox", 42, 0, 48, 64, 12288, 226, (16, 24, 24), 50, 2,
-                              source="THUDM/CogVideoX-5b transformer/config.json"),
-    "turbodiffusion": ModelSpec("turbodiffusion", "wan", 40, 0, 40, 128, 13824, 512, (44, 42, 42), 4, 1,
-                                attn_density=0.1,
-                                source="TurboDiffusion (Wan2.1-T2V-14B distilled with rCM to 4 steps, no CFG; "
-                                       "sparse-linear attention top-k 0.1: only the sparse q.k^T/P.V part is modelled)"),
-    "turbodiffusion-1.3b": ModelSpec("turbodiffusion-1.3b", "wan", 30, 0, 12, 128, 8960, 512, (44, 42, 42), 4, 1,
-                                     attn_density=0.1, source="TurboDiffusion on Wan2.1-T2V-1.3B, as above"),
+    "wan-1.3b": _published("wan-1.3b", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", steps=50, cfg_passes=2, text_len=512,
+                           source="Wan-AI/Wan2.1-T2V-1.3B-Diffusers transformer/config.json"),
+    "wan-14b": _published("wan-14b", "Wan-AI/Wan2.1-T2V-14B-Diffusers", steps=50, cfg_passes=2, text_len=512,
+                          source="Wan-AI/Wan2.1-T2V-14B-Diffusers transformer/config.json"),
+    "hunyuan": _published("hunyuan", "hunyuanvideo-community/HunyuanVideo", steps=50, cfg_passes=1, text_len=256,
+                          source="hunyuanvideo-community/HunyuanVideo transformer/config.json; "
+                                 "guidance-distilled (embedded guidance), one pass per step"),
+    "cogvideox-2b": _published("cogvideox-2b", "THUDM/CogVideoX-2b", steps=50, cfg_passes=2,
+                               source="THUDM/CogVideoX-2b transformer/config.json (no RoPE)"),
+    "cogvideox-5b": _published("cogvideox-5b", "THUDM/CogVideoX-5b", steps=50, cfg_passes=2,
+                               source="THUDM/CogVideoX-5b transformer/config.json"),
+    "turbodiffusion": _published("turbodiffusion", "Wan-AI/Wan2.1-T2V-14B-Diffusers", steps=4, cfg_passes=1,
+                                 text_len=512, attn_density=0.1,
+                                 source="TurboDiffusion (Wan2.1-T2V-14B distilled with rCM to 4 steps, no CFG; "
+                                        "sparse-linear attention top-k 0.1: only the sparse q.k^T/P.V part is modelled)"),
+    "turbodiffusion-1.3b": _published("turbodiffusion-1.3b", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", steps=4, cfg_passes=1,
+                                      text_len=512, attn_density=0.1,
+                                      source="TurboDiffusion on Wan2.1-T2V-1.3B, as above"),
 }
 
 #: the shipped miniature Wan pipeline's transformer (``kaleido/assets/tiny-wan``), to simulate its own traces at
 #: the grid they were measured on (:func:`miniature_workload`); not a published workload
-MINIATURE = ModelSpec("tiny-wan", "wan", 4, 0, 2, 64, 512, 16, (24, 20, 20), 25, 2,
-                      source="kaleido/assets/tiny-wan transformer/config.json; 16 text tokens (TINY_TEXT_TOKENS)")
+MINIATURE = _published("tiny-wan", "kaleido/assets/tiny-wan", steps=25, cfg_passes=2, text_len=16,
+                       source="kaleido/assets/tiny-wan transformer/config.json; 16 text tokens (TINY_TEXT_TOKENS)")
 
 #: resolution name -> (height, width, frames) of the generated video.
 RESOLUTIONS: dict[str, dict[str, tuple[int, int, int]]] = {
