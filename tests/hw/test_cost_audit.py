@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import kaleido.integrations.trace as trace_mod
 from kaleido.hw.compute import fold_cycles
 from kaleido.hw.config import ArrayConfig, BufferConfig
 from kaleido.hw.dispatcher import LEVELS, RowStats, _os_fold_streams, apportion, dispatch
@@ -113,7 +114,6 @@ def test_exposed_decision_cycles_are_per_level():
 
 # -- ops a trace ran with reuse off -----------------------------------------------------
 def _trace(enabled_by_step):
-    trace_mod = pytest.importorskip("kaleido.integrations.trace")
     grid = TokenGrid(3, 4, 6, 0, 0)
     rope = ChannelGroups.from_rope(44, 42, 42)
     recs = []

@@ -4,6 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+import kaleido.reuse.config as cfg_mod
+import kaleido.reuse.matmul as mm_mod
+import kaleido.reuse.quant as q
 from kaleido.hw.kaleido_pe import PEMode, mode_cycle_cost, pack_pair, pe_tile_products, split_multiply
 from kaleido.reuse import ChannelGroups, Mode, ModeMap, TokenGrid
 
@@ -93,22 +96,9 @@ def test_tile_matches_spec_oracle(seed, low_bits):
     assert np.array_equal(pe_tile_products(A, B, mm), _oracle(A, B, mm))
 
 
-def _reuse_core():
-    try:
-        from kaleido.reuse.matmul import int8_group_products, reuse_matmul  # noqa: F401
-        from kaleido.reuse.config import ReuseConfig  # noqa: F401
-    except ImportError:
-        pytest.skip("the reuse core's int8 path (kaleido.reuse.matmul) has not landed yet")
-    import kaleido.reuse.matmul as mm
-    import kaleido.reuse.config as cfg
-    import kaleido.reuse.quant as q
-    return mm, cfg, q
-
-
 @pytest.mark.parametrize("low_bits", [3, 4, 6])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_tile_matches_reuse_matmul_bit_for_bit(seed, low_bits):
-    mm_mod, cfg_mod, q = _reuse_core()
     rng = np.random.default_rng(100 + seed)
     grid = TokenGrid(3, 4, 6, 2 if seed % 2 else 0, 0)
     groups = ChannelGroups.from_rope(8, 6, 6)

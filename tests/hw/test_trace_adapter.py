@@ -5,10 +5,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import kaleido.integrations.trace as trace_mod
 from kaleido.hw.workloads import get_workload
 from kaleido.reuse import ChannelGroups, ModeMap, TokenGrid
-
-trace_mod = pytest.importorskip("kaleido.integrations.trace")
 
 
 def record(step, op, groups, grid, rng, heads=2):

@@ -83,11 +83,16 @@ def test_text_rows_always_compute(joint_case):
     kaleido.apply(model, KaleidoConfig(reuse=ReuseConfig(4.0, 8.0), record_maps=True))
     run(model, case.inputs(static=True))
     trace = get_trace(model)
-    for r, mm in trace.mode_maps():
+    maps = list(trace.mode_maps())
+    assert maps, "the trace recorded no mode map: nothing below would be checked"
+    text_rows = 0
+    for r, mm in maps:
         g = mm.grid
         text = torch.cat([mm.modes[..., : g.prefix, :], mm.modes[..., g.prefix + g.n_grid :, :]], dim=-2)
         assert text.numel() == 0 or int(text.max()) == int(Mode.COMPUTE), r.op
         assert r.layer >= 0
+        text_rows += text.numel()
+    assert text_rows > 0, "no map held a text row of the joint sequence"
 
 
 def test_cfg_in_one_batch_matches_single(case):
