@@ -287,9 +287,10 @@ def test_imports_follow_the_layers():
 
 
 def test_known_exceptions_still_occur():
-    """An exception that is fixed leaves the list, so the list only shrinks."""
+    """An exception that is fixed leaves the list, so the list only shrinks. (One whose importing module is not in
+    the tree is not checked: a module listed while it is being written, such as a new file not yet committed.)"""
     seen = {(i.source, i.target) for i in scan()[0]}
-    stale = [f"{a} -> {b}" for a, b in KNOWN_EXCEPTIONS if (a, b) not in seen]
+    stale = [f"{a} -> {b}" for a, b in KNOWN_EXCEPTIONS if (a, b) not in seen and a in modules()]
     assert not stale, "fixed, so remove from KNOWN_EXCEPTIONS: " + ", ".join(stale)
     allowed = [f"{a} -> {b}" for a, b in KNOWN_EXCEPTIONS if layer(unit(b)) in MAY_IMPORT[layer(unit(a))]]
     assert not allowed, "not against the layers, so not an exception: " + ", ".join(allowed)
