@@ -46,6 +46,13 @@ SETTINGS: dict[str, dict] = {n: dict(t.test_settings) for n, t in TECHNIQUES.ite
 NULL_SETTINGS: dict[str, dict] = {n: dict(t.null_settings) for n, t in TECHNIQUES.items() if t.null_settings is not None}
 
 
+def _skip_if_unavailable(name: str) -> None:
+    """Skip a technique whose optional package (a peer library's extra) is not installed here."""
+    why = TECHNIQUES[name].unavailable()
+    if why:
+        pytest.skip(why)
+
+
 def decides(name: str) -> frozenset:
     """The op kinds technique ``name`` decides under its test settings (the rest, unless it decides none,
     must be computed in full)."""
@@ -215,6 +222,7 @@ class MethodTesterMixin:
 
     @pytest.mark.parametrize("name", sorted(METHODS))
     def test_technique(self, bench: Bench, name: str):
+        _skip_if_unavailable(name)
         refusal = bench.family.refused.get(name)
         if refusal is not None:
             self._check_refusal(bench, name, refusal[0])
@@ -259,6 +267,7 @@ class MethodTesterMixin:
 
     @pytest.mark.parametrize("name", sorted(NULL_SETTINGS))
     def test_off_settings_compute_dense(self, bench: Bench, name: str):
+        _skip_if_unavailable(name)
         if name in bench.family.refused:
             pytest.skip(f"{name} refuses {bench.family.name}")
         out, report, _ = self._apply_and_run(bench, name, NULL_SETTINGS[name])

@@ -45,7 +45,7 @@ def test_magcache_without_calibrated_ratios_is_refused_when_asked_and_left_out_o
     assert "\n" not in note and note.endswith("magcache is left out of this sweep")
     # its stacks go with it; TaylorSeer's stay
     stacked = {t["techniques"][0]["technique"] for t in grid["stack"]}
-    assert stacked == {"taylorseer"}
+    assert "taylorseer" in stacked and "magcache" not in stacked
     with pytest.raises(ValueError, match=r"no settings grid for method\(s\) \['magcache'\]"):  # a grid given
         build_points(pipeline, ["magcache"], 1, (0,), call, grid=grid)
 

@@ -20,6 +20,7 @@ from .adaptiv import AdapTiV
 from .step_cache import FirstBlockCache, MagCache, PyramidAttentionBroadcast, TaylorSeer
 from .exion import Exion
 from .cambricon_d import CambriconD
+from .cache_dit_peer import CacheDiT
 from .stack import Stack  # last: its grid gathers the stacks the others register
 
 from .base import Method
@@ -64,4 +65,5 @@ def make_method(name: str, **settings) -> Method:
 
 __all__ = ["METHODS", "TECHNIQUES", "Technique", "technique", "make_method", "Method", "MethodHandle", "MethodReport",
            "ModelShapes", "OP_KINDS", "ESTIMATE", "Stack", "KaleidoMethod", "SparseVideoGen", "BlockTopK", "ToMe",
-           "AdapTiV", "PyramidAttentionBroadcast", "FirstBlockCache", "TaylorSeer", "MagCache", "Exion", "CambriconD"]
+           "AdapTiV", "PyramidAttentionBroadcast", "FirstBlockCache", "TaylorSeer", "MagCache", "Exion", "CambriconD",
+           "CacheDiT"]

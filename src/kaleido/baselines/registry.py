@@ -69,7 +69,8 @@ class Technique:
     reason as docs/baselines.md states it)``; ``config``: the type :func:`kaleido.apply` dispatches on (``None``: not
     through ``kaleido.apply``); ``handler(transformer, config, filter_fn)``: what ``kaleido.apply`` runs for it;
     ``stacks``: a step cache's stacks with Kaleido in the sweep (``grid``-like: ``{"techniques": [...]}`` settings of
-    the ``"stack"`` technique, whose grid gathers them).
+    the ``"stack"`` technique, whose grid gathers them); ``requires``: ``(module, install command)`` of an optional
+    package it needs (a peer library).
     """
 
     name: str
@@ -84,6 +85,13 @@ class Technique:
     config: type | None = None
     handler: Callable[..., Any] | None = None
     stacks: Grid | None = None
+    requires: tuple[str, str] | None = None
+
+    def unavailable(self) -> str | None:
+        """Why it cannot run here (its optional package is missing: the install command), or ``None``."""
+        if self.requires is None or module_available(self.requires[0]):
+            return None
+        return f"{self.name}: the {self.requires[0]} package is not installed; install it with {self.requires[1]}"
 
     @property
     def settings(self) -> type:
@@ -124,7 +132,8 @@ TECHNIQUES: dict[str, Technique] = {}
 def register_technique(*, family: str, colour: str, grid: Grid | None = None, test_settings: Mapping | None = None,
                        null_settings: Mapping | None = None, refuses: Mapping[str, tuple[str, str]] | None = None,
                        claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
-                       handler: Callable[..., Any] | None = None, stacks: Grid | None = None) -> Callable[[type], type]:
+                       handler: Callable[..., Any] | None = None, stacks: Grid | None = None,
+                       requires: tuple[str, str] | None = None) -> Callable[[type], type]:
     """Class decorator: register a :class:`~kaleido.baselines.base.Method` subclass under its ``name``.
 
     ``claims``: the op kinds it may decide, for a class whose ``claims`` depend on its settings (a property);
@@ -157,10 +166,20 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, te
             None if test_settings is None else MappingProxyType(dict(test_settings)),
             None if null_settings is None else MappingProxyType(dict(null_settings)),
             MappingProxyType(dict(refuses or {})),
-            cls.Settings if config is OWN_SETTINGS else config, handler, stacks)
+            cls.Settings if config is OWN_SETTINGS else config, handler, stacks, requires)
         return cls
 
     return deco
+
+
+def module_available(name: str) -> bool:
+    """Whether module ``name`` can be imported (found, or already imported), without importing it."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return importlib.util.find_spec(name) is not None
 
 
 def technique(name: str) -> Technique:
