@@ -52,7 +52,7 @@ from kaleido.reuse import OpCounts
 
 from .base import Method, check_range
 from .handle import CallInfo, MethodHandle
-from .kaleido_method import packaged_config_setting
+from .kaleido_method import calibrated_setting, is_few_step
 from .method_report import MethodReport
 from .registry import STEP_CACHE, GridUnavailable, module_available, register_technique
 
@@ -310,17 +310,23 @@ def _grid(pipeline: str, steps: int | None) -> list[dict]:
     without guidance: one call per step."""
     if not module_available("cache_dit"):
         raise GridUnavailable(f"cache_dit: the cache-dit package is not installed; install it with {PEERS_INSTALL}")
-    one_call = dict(separate_cfg=False) if pipeline == "random-wan" else {}
+    one_call = dict(separate_cfg=False) if pipeline in ("random-wan", "tiny-turbo") else {}
+    if is_few_step(steps):
+        # one warm-up step (cache-dit's 8 would be the whole run), thresholds up to its most aggressive useful one
+        return ([dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=t, max_warmup_steps=1,
+                      **one_call) for t in (0.2, 0.4, 0.8)]
+                + [dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=0.4, max_warmup_steps=1,
+                        taylorseer=True, taylorseer_order=1, **one_call)])
     return [dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=0.4, max_warmup_steps=4, **one_call),
             dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=0.5, max_warmup_steps=4,
                  taylorseer=True, taylorseer_order=1, **one_call)]
 
 
 def _stacks(pipeline: str, steps: int | None) -> list[dict]:
-    """cache-dit's first point with Kaleido's packaged calibrated config (the miniature pipeline's)."""
-    first = dict(technique="cache_dit", **_grid(pipeline, steps)[0])
-    return [dict(techniques=[first, dict(technique="kaleido", **c)]) for c in packaged_config_setting("tiny-default")
-            if pipeline != "random-wan"]
+    """cache-dit's first point (at few steps its second) with Kaleido's config calibrated for the pipeline and step
+    count."""
+    first = dict(technique="cache_dit", **_grid(pipeline, steps)[1 if is_few_step(steps) else 0])
+    return [dict(techniques=[first, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)]
 
 
 @register_technique(

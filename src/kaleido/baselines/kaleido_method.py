@@ -201,15 +201,46 @@ def packaged_config_setting(name: str) -> list[dict]:
     return [dict(config=KaleidoConfig.load(name).to_dict(), label=name)]
 
 
+#: the step counts at and below which a sweep is a few-step regime (docs/few-step.md): every technique adds
+#: the points that make sense there (its most aggressive useful one included)
+FEW_STEPS = 8
+
+
+def is_few_step(steps: int | None) -> bool:
+    """Whether a sweep at ``steps`` denoising steps is a few-step regime (:data:`FEW_STEPS`)."""
+    return steps is not None and int(steps) <= FEW_STEPS
+
+
+def calibrated_config_name(pipeline: str, steps: int | None) -> str | None:
+    """The packaged KaleidoConfig calibrated (``kaleido calibrate``) for ``pipeline`` at ``steps``: the distilled
+    student's own (``tiny-turbo-default``), the teacher's at few steps (``tiny-8-steps``), else ``tiny-default``
+    for the miniature pipeline; ``None`` for the random test pipeline."""
+    if pipeline == "random-wan":
+        return None
+    if pipeline == "tiny-turbo":
+        return "tiny-turbo-default"
+    if pipeline == "tiny" and is_few_step(steps):
+        return "tiny-8-steps"
+    return "tiny-default"
+
+
+def calibrated_setting(pipeline: str, steps: int | None) -> list[dict]:
+    """``[{"config": ..., "label": name}]`` for :func:`calibrated_config_name` (none when it is not shipped)."""
+    name = calibrated_config_name(pipeline, steps)
+    return [] if name is None else packaged_config_setting(name)
+
+
 def _grid(pipeline: str, steps: int) -> list[dict]:
     # theta2 <= 2**(low_bits-1) keeps PARTIAL reuse exact (SPEC §3); larger thresholds need more low bits; the
     # miniature model's q is noisy in int8 units (L-inf over whole RoPE groups), so the comparison levels need large
     # thresholds; self-attention q.k^T only, like the attention baselines (sparse attention, token merging) it is
     # matched against (errors from reused linears do not enter the comparison); the calibrated default
-    # (kaleido calibrate, docs/results/README.md) is one more point on the miniature pipeline
-    calibrated = [] if pipeline == "random-wan" else packaged_config_setting("tiny-default")
+    # (kaleido calibrate, docs/results/README.md) is one more point on the miniature pipeline. At few steps the
+    # quality headroom is spent with wider bands on every op.
+    wider = ([dict(theta1=t1, theta2=t2, low_bits=7) for t1, t2 in ((16, 64), (32, 64))]
+             if is_few_step(steps) else [])
     return ([dict(theta1=t1, theta2=t2, low_bits=lb) for t1, t2, lb in ((8, 8, 6), (16, 32, 6))]
-            + [dict(theta1=32, theta2=64, low_bits=7, **QK_ONLY)] + calibrated)
+            + [dict(theta1=32, theta2=64, low_bits=7, **QK_ONLY)] + wider + calibrated_setting(pipeline, steps))
 
 
 def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn):

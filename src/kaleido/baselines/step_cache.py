@@ -52,7 +52,7 @@ from pathlib import Path
 
 from .base import Method, check_range
 from .handle import MethodHandle
-from .kaleido_method import QK_ONLY, packaged_config_setting
+from .kaleido_method import QK_ONLY, calibrated_setting, is_few_step
 from .registry import TEST_STEPS, STEP_CACHE, GridUnavailable, register_technique
 
 #: Wan's self-attention and feed-forward modules, the default TaylorSeer caches there (diffusers' own
@@ -120,8 +120,17 @@ class PABSettings:
         object.__setattr__(self, "identifiers", tuple(self.identifiers))
 
 
+def _pab_grid(pipeline: str, steps: int | None) -> list[dict]:
+    """PAB's published default; at few steps also every timestep in range (its most aggressive useful point: with
+    the default range only the middle steps of a 4-step schedule may skip)."""
+    out = [dict(self_skip_range=2, cross_skip_range=4)]
+    if is_few_step(steps):
+        out.append(dict(self_skip_range=2, cross_skip_range=2, timestep_range=(0, 1001)))
+    return out
+
+
 @register_technique(
-    family=STEP_CACHE, colour="#9467bd", grid=lambda pipeline, steps: [dict(self_skip_range=2, cross_skip_range=4)],
+    family=STEP_CACHE, colour="#9467bd", grid=_pab_grid,
     # DDIM's last timestep is 0: the tester's range covers every step
     test_settings=dict(self_skip_range=2, cross_skip_range=2, timestep_range=(-1, 1001)),
     null_settings=dict(self_skip_range=1, cross_skip_range=1),
@@ -177,7 +186,13 @@ class FBCacheSettings:
         check_range("fbcache", "threshold", self.threshold, 0.0, 100.0)
 
 
-@register_technique(family=STEP_CACHE, colour="#c5b0d5", grid=lambda pipeline, steps: [dict(threshold=0.1)],
+def _fbcache_grid(pipeline: str, steps: int | None) -> list[dict]:
+    """Threshold 0.1 (near the comparison's 30 dB at 25 steps); at few steps, where consecutive steps differ far
+    more, the looser thresholds too (0.8: its most aggressive useful point)."""
+    return [dict(threshold=t) for t in ((0.1, 0.2, 0.4, 0.8) if is_few_step(steps) else (0.1,))]
+
+
+@register_technique(family=STEP_CACHE, colour="#c5b0d5", grid=_fbcache_grid,
                     test_settings=dict(threshold=50.0), null_settings=dict(threshold=0.0))
 class FirstBlockCache(Method):
     name = "fbcache"
@@ -246,17 +261,22 @@ def default_cache_identifiers(handle: MethodHandle) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _taylorseer_grid(pipeline: str, steps: int | None) -> list[dict]:
+    """Interval 3 (near the comparison's 30 dB at 25 steps); at few steps interval 2 as well (3 is then its most
+    aggressive useful point: at 4 steps it forecasts two of the three steps after the first)."""
+    return [dict(cache_interval=k) for k in ((2, 3) if is_few_step(steps) else (3,))]
+
+
 def _taylorseer_stacks(pipeline: str, steps: int) -> list[dict]:
-    """TaylorSeer (interval 3) decides which units run, Kaleido reuses inside the units that do - on
-    self-attention q.k^T only, on every op, and with the calibrated default (miniature pipeline)."""
-    ts = dict(technique="taylorseer", cache_interval=3)
-    calibrated = [] if pipeline == "random-wan" else packaged_config_setting("tiny-default")
+    """TaylorSeer (interval 3; at few steps 2) decides which units run, Kaleido reuses inside the units that do - on
+    self-attention q.k^T only, on every op, and with the config calibrated for the pipeline and step count."""
+    ts = dict(technique="taylorseer", cache_interval=2 if is_few_step(steps) else 3)
     return ([dict(techniques=[ts, dict(technique="kaleido", theta1=16, theta2=64, low_bits=7, **QK_ONLY)])]
             + [dict(techniques=[ts, dict(technique="kaleido", theta1=8, theta2=8, low_bits=6)])]
-            + [dict(techniques=[ts, dict(technique="kaleido", **c)]) for c in calibrated])
+            + [dict(techniques=[ts, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)])
 
 
-@register_technique(family=STEP_CACHE, colour="#8c564b", grid=lambda pipeline, steps: [dict(cache_interval=3)],
+@register_technique(family=STEP_CACHE, colour="#8c564b", grid=_taylorseer_grid,
                     stacks=_taylorseer_stacks, test_settings=dict(cache_interval=2, disable_cache_before_step=1),
                     null_settings=dict(cache_interval=1, disable_cache_before_step=0))
 class TaylorSeer(Method):
@@ -372,15 +392,23 @@ def magcache_grid(pipeline: str, steps: int | None) -> list[dict]:
         raise GridUnavailable(f"magcache: no magnitude ratios calibrated for pipeline {pipeline!r} at {steps} steps "
                               f"(they depend on the checkpoint and the step count); measure them with "
                               f"`{calibrate_command(pipeline, steps)}`")
+    # at few steps: diffusers' defaults, then looser thresholds with the first step (or none) kept, up to skipping
+    # every step it may (threshold 1.0: its most aggressive useful point)
+    points = (((0.06, 3, 0.2), (0.24, 2, 0.25), (0.5, 2, 0.0), (1.0, 3, 0.0)) if is_few_step(steps)
+              else ((0.24, 8, 0.2), (0.5, 12, 0.1)))
     return [dict(threshold=t, max_skip_steps=k, retention_ratio=r, num_inference_steps=int(steps),
-                 mag_ratios=list(ratios)) for t, k, r in ((0.24, 8, 0.2), (0.5, 12, 0.1))]
+                 mag_ratios=list(ratios)) for t, k, r in points]
 
 
 def _magcache_stacks(pipeline: str, steps: int) -> list[dict]:
-    """MagCache's setting nearest 30 dB (its first point) with Kaleido on self-attention q.k^T."""
-    mag = dict(technique="magcache", **magcache_grid(pipeline, steps)[0])
-    return [dict(techniques=[mag, dict(technique="kaleido", theta1=t1, theta2=t2, low_bits=lb, **QK_ONLY)])
-            for t1, t2, lb in ((16, 64, 7), (8, 16, 6))]
+    """MagCache's setting nearest 30 dB (its first point; at few steps its second) with Kaleido on self-attention
+    q.k^T, and at few steps with the config calibrated for the pipeline and step count."""
+    mag = dict(technique="magcache", **magcache_grid(pipeline, steps)[1 if is_few_step(steps) else 0])
+    out = [dict(techniques=[mag, dict(technique="kaleido", theta1=t1, theta2=t2, low_bits=lb, **QK_ONLY)])
+           for t1, t2, lb in ((16, 64, 7), (8, 16, 6))]
+    if is_few_step(steps):
+        out += [dict(techniques=[mag, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)]
+    return out
 
 
 @register_technique(

@@ -50,6 +50,8 @@ def pipeline_fingerprint(name: str) -> str:
     files = sorted(tdir.glob("*.safetensors"))
     if not files:
         raise ValueError(f"pipeline {name!r}: no transformer/*.safetensors under {folder} to fingerprint")
+    if variant is not None and variant.distilled:  # a student's sampling schedule is part of what it is
+        files.append(tdir.parent / "scheduler" / "scheduler_config.json")
     h = hashlib.sha256()
     for f in files:
         h.update(f.read_bytes())
