@@ -50,7 +50,7 @@ def _grid(pipeline: str, steps: int) -> list[dict]:
     return [dict(delta_bits=4)]
 
 
-@register_technique(family=DIFFERENTIAL, colour="#7f7f7f", grid=_grid, test_settings=dict(delta_bits=4))
+@register_technique(family=DIFFERENTIAL, needs_accelerator=True, colour="#7f7f7f", grid=_grid, test_settings=dict(delta_bits=4))
 class CambriconD(Method):
     name = "cambricon_d"
     Settings = CambriconDSettings

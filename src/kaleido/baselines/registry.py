@@ -70,7 +70,10 @@ class Technique:
     through ``kaleido.apply``); ``handler(transformer, config, filter_fn)``: what ``kaleido.apply`` runs for it;
     ``stacks``: a step cache's stacks with Kaleido in the sweep (``grid``-like: ``{"techniques": [...]}`` settings of
     the ``"stack"`` technique, whose grid gathers them); ``requires``: ``(module, install command)`` of an optional
-    package it needs (a peer library).
+    package it needs (a peer library); ``needs_accelerator``: its MAC saving turns into time only on the hardware
+    it was designed for (which :mod:`kaleido.hw` simulates) - on a CPU or GPU its float path emulates the reduced
+    or skipped work and costs time; ``False``: it skips work on today's CPUs and GPUs (step caches, sparse
+    attention, token merging).
     """
 
     name: str
@@ -86,6 +89,7 @@ class Technique:
     handler: Callable[..., Any] | None = None
     stacks: Grid | None = None
     requires: tuple[str, str] | None = None
+    needs_accelerator: bool = False
 
     def unavailable(self) -> str | None:
         """Why it cannot run here (its optional package is missing: the install command), or ``None``."""
@@ -133,7 +137,8 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, te
                        null_settings: Mapping | None = None, refuses: Mapping[str, tuple[str, str]] | None = None,
                        claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
                        handler: Callable[..., Any] | None = None, stacks: Grid | None = None,
-                       requires: tuple[str, str] | None = None) -> Callable[[type], type]:
+                       requires: tuple[str, str] | None = None,
+                       needs_accelerator: bool = False) -> Callable[[type], type]:
     """Class decorator: register a :class:`~kaleido.baselines.base.Method` subclass under its ``name``.
 
     ``claims``: the op kinds it may decide, for a class whose ``claims`` depend on its settings (a property);
@@ -166,7 +171,7 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, te
             None if test_settings is None else MappingProxyType(dict(test_settings)),
             None if null_settings is None else MappingProxyType(dict(null_settings)),
             MappingProxyType(dict(refuses or {})),
-            cls.Settings if config is OWN_SETTINGS else config, handler, stacks, requires)
+            cls.Settings if config is OWN_SETTINGS else config, handler, stacks, requires, needs_accelerator)
         return cls
 
     return deco

@@ -43,18 +43,12 @@ NEEDS_ACCELERATOR = "needs the accelerator"
 #: attention a kernel computes).  ``NEEDS_ACCELERATOR``: the saving is realised only by the
 #: hardware it was designed for, which this project simulates (``kaleido.hw``; the accelerator
 #: table); on a CPU or GPU its float path emulates the reduced-precision or skipped work and costs
-#: time.  A stack is classified from its techniques (:func:`saving_realised`).  This mapping is the
-#: one place the classification lives; a method missing from it reads as unclassified.
-SAVING_REALISED = {
-    "kaleido": NEEDS_ACCELERATOR, "adaptiv": NEEDS_ACCELERATOR, "exion": NEEDS_ACCELERATOR,
-    "cambricon_d": NEEDS_ACCELERATOR,
-    "sparse_videogen": TODAY, "block_topk": TODAY, "tome": TODAY,
-    "pab": TODAY, "fbcache": TODAY, "taylorseer": TODAY, "magcache": TODAY, "cache_dit": TODAY,
-}
+#: time.  Each technique declares it where it registers
+#: (:attr:`kaleido.baselines.registry.Technique.needs_accelerator`); a stack is classified from its techniques.
 
 
 def saving_realised(method: str, settings: dict | None = None) -> str:
-    """Where ``method``'s saving is real (:data:`SAVING_REALISED`): :data:`TODAY`, :data:`NEEDS_ACCELERATOR`,
+    """Where ``method``'s saving is real (its registration's ``needs_accelerator``): :data:`TODAY`, :data:`NEEDS_ACCELERATOR`,
     for a stack the shared answer of its techniques or ``"mixed: ..."`` naming each side, or
     ``"unclassified"``."""
     if method == "stack":
@@ -64,7 +58,12 @@ def saving_realised(method: str, settings: dict | None = None) -> str:
         if len(kinds) <= 1:
             return kinds.pop() if kinds else "unclassified"
         return "mixed: " + "; ".join(f"{n} on {w}" if w == TODAY else f"{n} {w}" for n, w in where.items())
-    return SAVING_REALISED.get(method, "unclassified")
+    from kaleido.baselines import TECHNIQUES
+
+    t = TECHNIQUES.get(method)
+    if t is None:
+        return "unclassified"
+    return NEEDS_ACCELERATOR if t.needs_accelerator else TODAY
 
 
 #: the device label of a row that recorded none (rows written before rows recorded their device)
