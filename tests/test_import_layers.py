@@ -4,8 +4,8 @@ An AST scan of every module under src/kaleido gives the import graph: module-lev
 function-level imports (``if TYPE_CHECKING:`` ones too), relative imports resolved, each import
 pointing at the module it names (``from kaleido.reuse import quant`` -> ``kaleido.reuse.quant``,
 ``from kaleido.reuse import ModeMap`` -> ``kaleido.reuse``). Every module belongs to a unit - a
-sub-package (``reuse``), a top-level module (``atomic``), or a module of :data:`UNIT_OF_MODULE`
-that is a unit of its own (``trace``) - and every unit to a layer of :data:`LAYERS`.
+sub-package (``reuse``, ``trace``), a top-level module (``atomic``), or a module of :data:`UNIT_OF_MODULE`
+that is a unit of its own (none today) - and every unit to a layer of :data:`LAYERS`.
 The tests fail on
 
 * a cycle between units, or between modules, through imports at any level (the cycle is printed,
@@ -70,8 +70,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "package": set(),
 }
 
-#: modules that are a unit of their own, though they live in another unit's folder
-UNIT_OF_MODULE = {"kaleido.integrations.trace": "trace"}
+#: modules that are a unit of their own, though they live in another unit's folder (the trace was one,
+#: ``kaleido.integrations.trace``, before it became the package ``kaleido.trace``; that module is now a re-export)
+UNIT_OF_MODULE: dict[str, str] = {}
 
 #: third-party top-level packages a layer must run without (it runs with no model loaded)
 NO_THIRD_PARTY: dict[str, tuple[str, ...]] = {
@@ -80,20 +81,12 @@ NO_THIRD_PARTY: dict[str, tuple[str, ...]] = {
 
 #: imports against the layer direction that are still there: (importing module, imported module) -> why
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("kaleido.integrations.trace", "kaleido.hw.trace_adapter"):
-        "ReuseTrace.to_profile() hands a trace to the simulator; callers can call "
-        "kaleido.hw.trace_adapter.profile_from_trace(trace) themselves",
-    ("kaleido.integrations.trace", "kaleido.hw.baseline_replay"):
-        "ReuseTrace.to_profile() of a baseline's trace; callers can call "
-        "kaleido.hw.baseline_replay.baseline_profile_from_trace(trace) themselves",
+    ("kaleido.baselines.kaleido_method", "kaleido.hw.trace_adapter"):
+        "Kaleido's technique report carries its trace's simulator profile (extra['hw_profile'], kept in committed "
+        "comparison rows); the simulator or the comparison can build it from the recorded trace",
     ("kaleido.baselines.accel_trace", "kaleido.hw.baseline_replay"):
         "the accelerator recorder puts its trace's BaselineProfile in handle.report().extra['accel_profile']; "
         "the simulator can build it from the recorded trace",
-    ("kaleido.tiny.distill", "kaleido.compare.grids"):
-        "the comparison's held-out prompts (compare.grids.DEFAULT_PROMPTS), which a student must not train on, "
-        "live in the comparison; a prompt set of the miniature model's world belongs with the model",
-    ("kaleido.tiny.student_card", "kaleido.compare.grids"):
-        "the same held-out prompts, scored by the student's model card",
 }
 
 #: private diffusers imports (a dotted part starting with ``_``) still there: (importing module, what) -> why

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from kaleido.compare.grids import DEFAULT_PROMPTS
+from kaleido.tiny.data import HELDOUT_PROMPTS as DEFAULT_PROMPTS
 from kaleido.tiny.distill import (DistillConfig, excluded_prompts, rollout, schedule_sigmas, states_at,
                                   student_scheduler, training_prompts)
 

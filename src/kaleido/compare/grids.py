@@ -9,19 +9,13 @@ defaults; block sizes follow the token count of the pipeline.
 
 from __future__ import annotations
 
+from kaleido.tiny.data import HELDOUT_PROMPTS
+
 from .points import DENSE, SweepPoint
 
-#: Prompts understood by the miniature pipeline's vocabulary (shapes moving on backgrounds).
-DEFAULT_PROMPTS = (
-    "a red circle moving left on a plain background",
-    "a blue triangle moving up on a gradient background",
-    "a green square moving right on a striped background",
-    "a yellow circle moving down on a checkered background",
-    "a purple square moving left on a cloudy background",
-    "a cyan circle moving right on a plain background",
-    "a red square moving up on a checkered background",
-    "a blue circle moving down on a striped background",
-)
+#: Prompts understood by the miniature pipeline's vocabulary (shapes moving on backgrounds): the miniature model's
+#: held-out prompts (:data:`kaleido.tiny.data.HELDOUT_PROMPTS`), which no training, distillation or calibration sees.
+DEFAULT_PROMPTS = HELDOUT_PROMPTS
 
 
 def default_steps(pipeline: str) -> int | None:

@@ -46,6 +46,19 @@ REAL_PROMPTS = {
     "bikes": "a real video of people riding bikes on a street",
 }
 
+#: The miniature model's held-out prompts: what the comparison (``kaleido compare``) and the calibration's held-out
+#: check (``configs/calibration/heldout.txt``) score on; no training, distillation or calibration run sees them.
+HELDOUT_PROMPTS = (
+    "a red circle moving left on a plain background",
+    "a blue triangle moving up on a gradient background",
+    "a green square moving right on a striped background",
+    "a yellow circle moving down on a checkered background",
+    "a purple square moving left on a cloudy background",
+    "a cyan circle moving right on a plain background",
+    "a red square moving up on a checkered background",
+    "a blue circle moving down on a striped background",
+)
+
 
 @dataclass(frozen=True)
 class ShapeSpec:

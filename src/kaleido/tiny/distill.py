@@ -66,13 +66,13 @@ class DistillConfig:
     student_shift: float = 2.0
     student_shift_terminal: float | None = 0.25
     #: regression
-    train_steps: int = 2400
+    train_steps: int = 1000
     batch: int = 8
-    lr: float = 5e-5
+    lr: float = 1e-4
     warmup: int = 50
     ema_decay: float = 0.995
     #: the last fraction of the steps trains on the student's own rollout (batch ``rollout_batch``)
-    rollout_fraction: float = 0.25
+    rollout_fraction: float = 0.2
     rollout_batch: int = 4
     ckpt_every: int = 100
     log_every: int = 25
@@ -95,7 +95,7 @@ class DistillConfig:
 
 def excluded_prompts() -> set[str]:
     """Prompts a student must never train on: the comparison's evaluation prompts and the calibration ones."""
-    from kaleido.compare.grids import DEFAULT_PROMPTS
+    from kaleido.tiny.data import HELDOUT_PROMPTS as DEFAULT_PROMPTS
 
     out = set(DEFAULT_PROMPTS)
     root = Path(__file__).resolve().parents[3] / "configs" / "calibration"
@@ -261,6 +261,7 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
         p.requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     root = Path(cfg.out_dir) / "train"
+    root.mkdir(parents=True, exist_ok=True)
     ckpt, ema_dir, log = root / "ckpt", root / "ema", root / "log.jsonl"
     start = 0
     if has_checkpoint(ckpt):
@@ -363,6 +364,8 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
     p.add_argument("--train-steps", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="the student's sampling steps")
     p.add_argument("--shift-terminal", type=float, default=None)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--rollout-fraction", type=float, default=None)
     p.add_argument("--stop-after", choices=["trajectories"], default=None)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
@@ -373,6 +376,10 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
         cfg.train_steps = a.train_steps
     if a.steps is not None:
         cfg.student_steps = a.steps
+    if a.lr is not None:
+        cfg.lr = a.lr
+    if a.rollout_fraction is not None:
+        cfg.rollout_fraction = a.rollout_fraction
     if a.shift_terminal is not None:
         cfg.student_shift_terminal = a.shift_terminal
     print(run_distill(cfg, stop_after=a.stop_after))
