@@ -2,7 +2,7 @@
 
 The profile is the trace of one ``kaleido generate`` run of the shipped miniature pipeline with
 the default ``KaleidoConfig`` (the first evaluation prompt, seed 0), converted by the simulator's
-own adapter (``ReuseTrace.to_profile`` -> ``kaleido.hw.trace_adapter.profile_from_trace``).
+own adapter (``kaleido.hw.trace_adapter.profile_from_trace``).
 Pass the trace of the first run of the issue-4 evaluation (``docs/results/README.md``)::
 
     python benchmarks/measured_profile.py out/eval_default/run-0/trace.safetensors
@@ -17,8 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kaleido.hw.trace_adapter import profile_from_trace
 from kaleido.integrations.evaluation import EVAL_PROMPTS
-from kaleido.integrations.trace import ReuseTrace
+from kaleido.trace import ReuseTrace
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "src" / "kaleido" / "assets" / "profiles" / "tiny_wan_default.json"
@@ -40,7 +41,7 @@ def main() -> None:
     else:
         raise SystemExit("give a trace.safetensors path or --generate OUT")
     trace = ReuseTrace.load(trace_path)
-    profile, notes = trace.to_profile()
+    profile, notes = profile_from_trace(trace)
     profile.label = (f"MEASURED: shipped tiny-wan pipeline, default KaleidoConfig, {prompt!r}, seed 0, "
                      f"{trace.meta.get('num_steps', '?')} steps, 17x64x64 (kaleido generate, docs/results/README.md)")
     profile.save(a.out)

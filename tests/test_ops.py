@@ -59,7 +59,7 @@ def test_the_simulator_reads_the_reusable_trace_ops_only():
 
 def test_config_switches_are_the_vocabularys():
     from kaleido.integrations.config import OP_SWITCH_OF, OP_SWITCHES, KaleidoConfig
-    from kaleido.integrations.trace import DENSE_OP
+    from kaleido.trace import DENSE_OP
 
     assert OP_SWITCHES == SWITCHES and OP_SWITCH_OF == SWITCH_OF
     assert tuple(KaleidoConfig().ops) == SWITCHES

@@ -19,7 +19,7 @@ _LAZY = {
     "reset": "kaleido.integrations.apply",
     "set_num_steps": "kaleido.integrations.apply",
     "KaleidoConfig": "kaleido.integrations.config",
-    "ReuseTrace": "kaleido.integrations.trace",
+    "ReuseTrace": "kaleido.trace",
 }
 
 

@@ -1,5 +1,7 @@
 """What ``kaleido simulate`` runs, as a library call: reuse statistics from a trace, a profile file or a shipped
-profile; one array (or a chip of several) built from the command's options; the simulator on each workload.
+profile; one array (or a chip of several) built from the command's options; the registered Kaleido design
+(``kaleido.hw.designs.get_design("kaleido")``, which reports its dense reference and the A100 alongside) counted on
+each workload and priced with the run's energy table.
 
 :func:`simulate_workloads` returns a :class:`SimulationRun` (results by workload name, the notes every result
 carries, and which workloads the statistics were carried to by the documented rule, docs/hardware.md §8).
@@ -37,7 +39,7 @@ def load_stats_source(trace: str | None, profile: str | None, wl):
         return Profile.load(path), []
     if trace:
         from kaleido.hw.trace_adapter import profile_from_trace
-        from kaleido.integrations.trace import ReuseTrace
+        from kaleido.trace import ReuseTrace
 
         try:
             loaded = ReuseTrace.load(trace)
@@ -99,9 +101,9 @@ def simulate_workloads(workload: str, *, trace: str | None = None, profile: str 
     from kaleido.hw.chip import ChipConfig
     from kaleido.hw.chip_presets import chip_preset
     from kaleido.hw.config import ArrayConfig, BufferConfig, parse_array
+    from kaleido.hw.designs import get_design
     from kaleido.hw.energy import EnergyTable
     from kaleido.hw.gpu import A100Config
-    from kaleido.hw.simulate import simulate
     from kaleido.hw.workloads import get_workload, workload_names
 
     names = workload_names() if workload == "all" else [w.strip() for w in workload.split(",") if w.strip()]
@@ -129,10 +131,12 @@ def simulate_workloads(workload: str, *, trace: str | None = None, profile: str 
     run = SimulationRun(notes=notes, profile=prof)
     run.carried = [wl for wl in wls if prof is not None
                    and (prof.model != wl.model.name or tuple(prof.grid) != tuple(wl.grid_thw))]
+    kaleido = get_design("kaleido")
     for wl in wls:
         # as measured where model and grid match; carried by the documented rule where they do not
-        res = simulate(wl, prof, None if chip else cfg, energy=energy, a100=a100, transfer=True,
-                       anchor_pricing=anchor_pricing, complementary=complementary, chip=chip)
+        counts = kaleido.count(wl, prof, None if chip else cfg, a100=a100, transfer=True,
+                               anchor_pricing=anchor_pricing, complementary=complementary, chip=chip)
+        res = counts.detail.priced_by(energy)  # the SimResult: Kaleido, its dense reference and the A100
         res.notes[:0] = notes
         if prof is not None and "SYNTHETIC" in prof.label:
             res.notes.append("the reuse statistics come from SYNTHETIC data (see the profile's label)")

@@ -5,7 +5,7 @@ import torch
 
 from kaleido.baselines import make_method
 from kaleido.baselines.accel_trace import tile_union, trace_op_totals
-from kaleido.integrations.trace import ReuseTrace
+from kaleido.trace import ReuseTrace
 
 SETTINGS = {"adaptiv": {"tau": 0.6}, "exion": {"attn_density": 0.5, "ffn_tau": 0.05},
             "cambricon_d": {"delta_bits": 4}}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kaleido.hw.baseline_replay import BaselineProfile, Cell, replay
+from kaleido.hw.baseline_replay import BaselineProfile, Cell, baseline_profile_from_trace, replay
 from kaleido.hw.workloads import get_workload
 
 WL = get_workload("wan-1.3b-480p", steps=4)
@@ -102,7 +102,7 @@ def test_replay_of_a_recorded_trace():
         trace = h.accel_trace()
     finally:
         h.remove()
-    prof, notes = trace.to_profile(WL)
+    prof, notes = baseline_profile_from_trace(trace, WL)
     r = replay(WL, prof)
     assert r.upper_bound_cycles <= r.cycles < r.dense_cycles
     assert r.overhead_cycles["Cambricon-D outlier path (8-bit)"] > 0  # measured outliers on the random model

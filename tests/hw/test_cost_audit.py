@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-import kaleido.integrations.trace as trace_mod
+import kaleido.trace as trace_mod
 from kaleido.hw.compute import fold_cycles
 from kaleido.hw.config import ArrayConfig, BufferConfig
 from kaleido.hw.dispatcher import LEVELS, RowStats, _os_fold_streams, apportion, dispatch

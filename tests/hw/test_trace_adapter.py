@@ -5,7 +5,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import kaleido.integrations.trace as trace_mod
+import kaleido.trace as trace_mod
 from kaleido.hw.workloads import get_workload
 from kaleido.reuse import ChannelGroups, ModeMap, TokenGrid
 

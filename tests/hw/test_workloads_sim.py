@@ -164,15 +164,20 @@ def test_cli_bad_input(args, match):
     assert res.exit_code == 2 and match in res.output, res.output
 
 
-def test_baseline_registry():
-    from kaleido.hw.baselines import BaselineResult, baseline_names, register_baseline, run_baseline
+def test_design_registry_dense_and_a100():
+    # the dense array and the A100 are registered designs; their counts priced by their tables give the whole-run
+    # simulation's dense and A100 figures
+    from kaleido.hw.designs import DESIGNS, evaluate, get_design, register_design
 
     wl = get_workload("cogvideox-2b-480p", steps=1)
-    assert {"dense-array", "a100"} <= set(baseline_names())
+    assert {"dense", "a100"} <= set(DESIGNS)
     s = simulate(wl, None).summary()
-    assert run_baseline("dense-array", wl).time_s == pytest.approx(s["time_s"]["dense_array"])
-    assert run_baseline("a100", wl).time_s == pytest.approx(s["time_s"]["a100"])
-    with pytest.raises(ValueError, match="unknown baseline"):
-        run_baseline("adaptiv", wl)
+    dense, a100 = evaluate(get_design("dense"), wl), evaluate(get_design("a100"), wl)
+    assert dense.counts.time_s == pytest.approx(s["time_s"]["dense_array"], rel=1e-12)
+    assert dense.energy_j == pytest.approx(s["energy_j"]["dense_array"], rel=1e-12)
+    assert a100.counts.time_s == pytest.approx(s["time_s"]["a100"], rel=1e-12)
+    assert a100.energy_j == pytest.approx(s["energy_j"]["a100"], rel=1e-12)
+    with pytest.raises(ValueError, match="unknown design"):
+        get_design("sora")
     with pytest.raises(ValueError, match="already registered"):
-        register_baseline("a100", lambda w, c: BaselineResult("x", 0, 0))
+        register_design(get_design("a100"))

@@ -6,7 +6,7 @@ import torch
 
 import kaleido
 from kaleido.integrations import KaleidoConfig, get_trace, reset
-from kaleido.integrations.trace import DENSE_OP
+from kaleido.trace import DENSE_OP
 from kaleido.reuse import Mode, ReuseConfig
 
 

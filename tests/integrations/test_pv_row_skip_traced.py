@@ -5,6 +5,7 @@ simulator costs the skip from q.k^T's patterns without a P.V decision unit."""
 import torch
 
 import kaleido
+from kaleido.hw.trace_adapter import profile_from_trace
 from kaleido.integrations import KaleidoConfig, ReuseTrace
 
 
@@ -33,7 +34,7 @@ def test_one_axis_groups_skip_pv_rows_and_the_trace_says_so(tmp_path, wan_model)
     assert s["saved_fraction"] > 0
     back = ReuseTrace.load(tr.save(tmp_path / "t.safetensors"))
     assert back.summary() == tr.summary()
-    profile, _ = back.to_profile()
+    profile, _ = profile_from_trace(back)
     assert profile.ops.get("self_attn_pv") is None  # P.V stays undecided in the simulator's profile
 
 

@@ -96,7 +96,7 @@ def test_backend_choice_refuses_in_one_line():
 @given(B=st.integers(1, 2), H=st.integers(1, 3), S=st.integers(1, 30), G=st.integers(1, 9), seed=st.integers(0, 999))
 def test_mode_histograms_equal_bincount(B, H, S, G, seed):
     """A trace record's counts and row patterns: the same as the torch bincounts they replace on the CPU."""
-    from kaleido.integrations.trace import MAX_PATTERN_GROUPS
+    from kaleido.reuse.modes import MAX_PATTERN_GROUPS
     from kaleido.reuse.cpu_kernels import mode_histograms
 
     modes = torch.randint(0, 3, (B, H, S, G), generator=torch.Generator().manual_seed(seed), dtype=torch.uint8)

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig, ReuseTrace, get_trace
+from kaleido.integrations import KaleidoConfig, get_trace
 from kaleido.reuse import ModeStats, ReuseConfig
+from kaleido.trace import ReuseTrace
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def _save_legacy(trace, path, version):
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    from kaleido.integrations.trace import RECORD_COLUMNS
+    from kaleido.trace import RECORD_COLUMNS
 
     p = trace.save(path.with_suffix(".v3.safetensors"))
     with safe_open(str(p), framework="pt") as f:
@@ -108,7 +109,7 @@ def test_all_compute_records_store_no_counts(tmp_path, wan_trace):
     back as all-COMPUTE rows with the all-COMPUTE histogram."""
     from safetensors import safe_open
 
-    from kaleido.integrations.trace import RECORD_COLUMNS
+    from kaleido.trace import RECORD_COLUMNS
 
     p = wan_trace.save(tmp_path / "t.safetensors")
     with safe_open(str(p), framework="pt") as f:
@@ -182,7 +183,9 @@ def test_truncated_other_model_bad_version(tmp_path, wan_trace):
 
 
 def test_hand_off_to_the_simulator(wan_trace):
-    prof, _notes = wan_trace.to_profile()
+    from kaleido.hw.trace_adapter import profile_from_trace
+
+    prof, _notes = profile_from_trace(wan_trace)
     assert prof.grid == (3, 4, 4)
     qk = prof.ops["self_attn_qk"].stats
     # video rows only: batch 1 x 2 heads x 48 tokens x 2 layers x 2 steps

@@ -22,8 +22,8 @@ when it runs (the handle's ``"call planned"`` and ``"gemm ran"`` events: the sam
 handle's own accounting), on every model family the handle supports.  The recorder attaches
 through the handle's named hooks (a ledger observer, event observers, a report extra, a trace
 provider; :mod:`.base`): ``handle.accel_trace()``
-returns the :class:`~kaleido.integrations.trace.ReuseTrace` (``meta["method"]`` set,
-one :class:`~kaleido.integrations.trace.MethodDecision` per record), and
+returns the :class:`~kaleido.trace.ReuseTrace` (``meta["method"]`` set,
+one :class:`~kaleido.trace.MethodDecision` per record), and
 ``handle.report().extra["accel_profile"]`` carries it in the simulator's
 :class:`~kaleido.hw.baseline_replay.BaselineProfile` form.
 """
@@ -153,9 +153,9 @@ class AccelTraceRecorder:
 
     # -- the trace ---------------------------------------------------------------------
     def trace(self):
-        """The recorded decisions as a :class:`~kaleido.integrations.trace.ReuseTrace`."""
+        """The recorded decisions as a :class:`~kaleido.trace.ReuseTrace`."""
         # kaleido.integrations loads diffusers; importing it here keeps ``import kaleido.baselines`` light
-        from kaleido.integrations.trace import DENSE_OP, MethodDecision, ReuseTrace, TraceRecord, dense_counts
+        from kaleido.trace import DENSE_OP, MethodDecision, ReuseTrace, TraceRecord, dense_counts
 
         if len(self.generations) > 1:
             raise ValueError(f"the recorder saw {len(self.generations)} generations; apply the method once per "

@@ -313,7 +313,7 @@ class MethodHandle:
         return bool(self._trace_providers)
 
     def accel_trace(self):
-        """The :class:`~kaleido.integrations.trace.ReuseTrace` of the method's decisions, from its recorder."""
+        """The :class:`~kaleido.trace.ReuseTrace` of the method's decisions, from its recorder."""
         if not self._trace_providers:
             raise ValueError(f"{self.method.name} records no accelerator trace; accel_trace() serves the methods "
                              "that attach a recorder (kaleido.baselines.accel_trace: adaptiv, exion, cambricon_d)")

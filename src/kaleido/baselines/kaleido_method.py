@@ -174,7 +174,9 @@ class _KaleidoHandle(MethodHandle):
         extra = dict(base.extra)
         extra["trace_summary_ops"] = sorted(by_kind)
         try:  # the measured mode statistics, in the accelerator simulator's profile format
-            profile, notes = trace.to_profile()
+            from kaleido.hw.trace_adapter import profile_from_trace
+
+            profile, notes = profile_from_trace(trace)
             extra["hw_profile"] = profile.to_dict()
         except (ValueError, ImportError) as e:
             extra["hw_profile_error"] = str(e)

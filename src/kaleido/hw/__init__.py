@@ -5,9 +5,10 @@ GEMMs) -> :mod:`.mapping` (folds) -> :mod:`.compute` (cycle model, SCALE-Sim com
 :mod:`.kaleido_pe` (PE modes, bit-exact tile) and :mod:`.dispatcher` (scheduler +
 matcher) -> :mod:`.memory` -> :mod:`.energy` (cited table) -> :mod:`.simulate` ->
 :mod:`.report`.  Several arrays sharing one DRAM: :mod:`.chip` (the split of each GEMM) and
-:mod:`.chip_presets` (iso-peak / iso-power / iso-memory with the A100).  Baselines: :mod:`.gpu` (A100 roofline), :mod:`.baselines` (registry),
-:mod:`.designs` (AdapTiV- / EXION- / Cambricon-D-class cost models) and :mod:`.baseline_replay` (their
-recorded traces replayed on those models).
+:mod:`.chip_presets` (iso-peak / iso-power / iso-memory with the A100).  Designs: :mod:`.designs` - one
+protocol (:mod:`.designs.protocol`: a design counts actions, an energy table prices them) and one registry
+(``designs.DESIGNS``) of the dense array, the A100 roofline (:mod:`.gpu`), Kaleido and the AdapTiV- / EXION- /
+Cambricon-D-class designs, whose recorded traces :mod:`.baseline_replay` replays.
 Reuse statistics: :mod:`.profile` (format, loader, carry-over rule),
 :mod:`.trace_adapter` (``ReuseTrace`` -> profile), :mod:`.example_profile`; what the paper's
 figures would need: :mod:`.requirements`.
@@ -21,6 +22,7 @@ _EXPORTS = {
     "A100Config": "gpu", "OpProfile": "profile", "Profile": "profile", "DESIGN_LEVEL": "simulate",
     "GemmResult": "simulate", "SimResult": "simulate", "simulate": "simulate", "simulate_gemm": "simulate",
     "Gemm": "workloads", "Workload": "workloads", "get_workload": "workloads", "workload_names": "workloads",
+    "DESIGNS": "designs", "Design": "designs", "evaluate": "designs", "get_design": "designs",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -13,71 +13,40 @@ workload GEMM is costed once per recorded layer and averaged (the recorded layer
 stand for the workload's).
 
 :func:`replay` costs every workload GEMM with the design's utilisation model
-(``replay_cost`` of its module in :mod:`kaleido.hw.designs`): the array cycles of the GEMMs
+(``replay_cost`` of its registered design in :mod:`kaleido.hw.designs`): the array cycles of the GEMMs
 its dataflow really runs (fold/fill/drain of :func:`~kaleido.hw.compute.dense_cycles`),
 plus its side units' cycles where they cannot overlap, plus its extra DRAM traffic
 (time per GEMM is ``max(compute, DRAM)``, as in :mod:`kaleido.hw.simulate`).  It also
 costs the same records with the design's ideal model (``gemm_cost``: the old
 fraction model, no utilisation costs) as ``upper_bound``.  Every input of a result is
 listed with where it came from: ``MEASURED`` (the trace), ``paper: ...`` or ``ASSUMED``.
+
+Counting and pricing are apart (:mod:`kaleido.hw.designs.protocol`): the design's ``count``
+(:func:`kaleido.hw.designs.replay.count_replay`) counts the actions - 8-bit MACs (the decision work's
+8-bit-equivalent MACs among them), low-bit MACs by width, DRAM bytes, side-unit int8 operations - and its
+``price`` (:meth:`kaleido.hw.energy.EnergyTable.price`) prices them; :func:`replay` does both.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kaleido.ops import HW_KIND_OF
 
 from .config import ArrayConfig
-from .designs import DESIGNS
-from .designs.common import OpFractions, dense_cost
+from .designs import replayed_designs
+from .designs.replay import Cell, ReplayResult, count_replay
 from .energy import EnergyTable
-from .figures import ArrayFigures
 from .profile import check_format, read_json_file
 from .workloads import OP_KINDS, Workload
 
+__all__ = ["FORMAT", "VERSION", "BaselineProfile", "Cell", "ReplayResult", "baseline_profile_from_trace",
+           "count_replay", "replay", "replay_design"]
+
 FORMAT = "kaleido-baseline-profile"
 VERSION = 1
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One op kind at one recorded (step, layer), pooled over call slots: shares of dense MACs."""
-
-    mac8: float
-    mac_low: float
-    skipped: float
-    low_bits: int = 8
-    estimate: float = 0.0  # decision work, 8-bit-equivalent MACs per dense MAC
-    tile: float | None = None  # sum of per-tile kept-column unions / (tiles x columns); None: not measured
-    outliers: float | None = None  # outlier share of A's entries on differential calls; None: not measured
-
-    def __post_init__(self) -> None:
-        for k in ("mac8", "mac_low", "skipped"):
-            v = getattr(self, k)
-            if not (isinstance(v, (int, float)) and -1e-9 <= v <= 1 + 1e-9):
-                raise ValueError(f"Cell.{k}={v!r} must be a share in [0, 1]")
-        if abs(self.mac8 + self.mac_low + self.skipped - 1.0) > 1e-6:
-            raise ValueError(f"Cell shares {self.mac8}+{self.mac_low}+{self.skipped} must add up to 1")
-        for k in ("tile", "outliers"):
-            v = getattr(self, k)
-            if v is not None and not 0.0 <= v <= 1.0:
-                raise ValueError(f"Cell.{k}={v!r} must be in [0, 1] or null")
-        if self.estimate < 0:
-            raise ValueError(f"Cell.estimate={self.estimate!r} must be >= 0")
-
-    @property
-    def kept(self) -> float:
-        return self.mac8 + self.mac_low
-
-    @classmethod
-    def dense(cls) -> "Cell":
-        return cls(1.0, 0.0, 0.0)
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -93,8 +62,9 @@ class BaselineProfile:
     source: str = ""
 
     def __post_init__(self) -> None:
-        if self.method not in DESIGNS:
-            raise ValueError(f"baseline profile of method {self.method!r}: the replay models {sorted(DESIGNS)}")
+        known = sorted(d.method for d in replayed_designs())
+        if self.method not in known:
+            raise ValueError(f"baseline profile of method {self.method!r}: the replay models {known}")
         for k, steps in self.ops.items():
             if k not in OP_KINDS:
                 raise ValueError(f"baseline profile op kind {k!r} is unknown; known: {sorted(OP_KINDS)}")
@@ -181,84 +151,21 @@ def baseline_profile_from_trace(trace, workload: Workload | None = None) -> tupl
 
 
 # -- costing -----------------------------------------------------------------------------
-@dataclass
-class ReplayResult(ArrayFigures):
-    """One baseline design on one workload, replayed from its trace."""
-
-    design: str
-    method: str
-    settings: dict
-    workload: str
-    cycles: float
-    upper_bound_cycles: float
-    dense_cycles: float
-    time_s: float
-    dense_time_s: float
-    work_macs: float
-    dense_macs: float
-    mac_energy_j: float
-    dram_energy_j: float
-    side_energy_j: float
-    overhead_cycles: dict[str, float]
-    inputs: dict[str, str]
-    notes: list[str] = field(default_factory=list)
-    source: str = "TRACE-REPLAYED with the dataflow's utilisation costs"
-
-    @property
-    def array_macs(self) -> float:
-        return self.work_macs
-
-    def to_dict(self, pes: int | None = None) -> dict:
-        d = self.figures_dict(pes)
-        d["upper_bound_speedup_vs_dense"] = self.dense_cycles / max(1.0, self.upper_bound_cycles)
-        return d
-
-
-def design_module(method: str):
-    """The :mod:`kaleido.hw.designs` module of ``method``; ``ValueError`` naming the known ones otherwise."""
+def replay_design(method: str):
+    """The registered design (:data:`kaleido.hw.designs.DESIGNS`) that replays ``method``'s traces; ``ValueError``
+    naming the known ones otherwise."""
+    by_method = {d.method: d for d in replayed_designs()}
     try:
-        return DESIGNS[method]
+        return by_method[method]
     except KeyError:
-        raise ValueError(f"no accelerator model for method {method!r}; known: {sorted(DESIGNS)}") from None
+        raise ValueError(f"no accelerator model for method {method!r}; known: {sorted(by_method)}") from None
 
 
 def replay(wl: Workload, prof: BaselineProfile, cfg: ArrayConfig | None = None,
            energy: EnergyTable | None = None) -> ReplayResult:
-    """Cost ``wl`` on the design of ``prof.method`` (see the module docstring)."""
-    cfg = cfg or ArrayConfig()
-    energy = energy or EnergyTable()
-    mod = design_module(prof.method)
-    clock = cfg.clock_ghz * 1e9
-    bw = cfg.buffers.dram_gbps * 1e9
-    tot = {"cyc": 0.0, "ub": 0.0, "dense": 0.0, "t": 0.0, "td": 0.0, "work": 0.0, "dm": 0.0, "emac": 0.0,
-           "dram": 0.0, "side": 0.0}
-    over: dict[str, float] = {}
-    notes = []
-    for g in wl.gemms:
-        base = dense_cost(g, cfg)
-        per_step = g.count / wl.steps
-        if prof.ops.get(g.op) is None:
-            notes.append(f"{g.op}: not in the trace, replayed dense")
-        for s in range(wl.steps):
-            cells = prof.cells(g.op, s, wl.steps) or [Cell.dense()]
-            w = per_step / len(cells)
-            for c in cells:
-                r = mod.replay_cost(g, c, cfg, base)
-                ub = mod.gemm_cost(g, OpFractions(c.mac8, c.mac_low, c.skipped, c.low_bits), cfg)[0]
-                tot["cyc"] += r.cycles * w
-                tot["ub"] += ub * w
-                tot["dense"] += base.cycles * w
-                tot["t"] += max(r.cycles / clock, r.dram_bytes / bw) * w
-                tot["td"] += max(base.cycles / clock, base.dram_bytes / bw) * w
-                tot["work"] += r.work_macs * w
-                tot["dm"] += float(g.M) * g.K * g.N * w
-                est = c.estimate * g.M * g.K * g.N
-                tot["emac"] += (r.mac8 * energy.mac_pj(8) + r.mac_low * energy.mac_pj(r.low_bits)
-                                + est * energy.mac_pj(8)) * w
-                tot["dram"] += r.dram_bytes * 8 * energy.pj("dram_bit") * w
-                tot["side"] += r.side_ops * energy.pj("add8") * w
-                for k, v in r.overheads.items():
-                    over[k] = over.get(k, 0.0) + v * w
-    return ReplayResult(mod.DESIGN, prof.method, prof.settings, wl.name, tot["cyc"], tot["ub"],
-                        tot["dense"], tot["t"], tot["td"], tot["work"], tot["dm"], tot["emac"] * 1e-12,
-                        tot["dram"] * 1e-12, tot["side"] * 1e-12, over, dict(mod.INPUTS), sorted(set(notes)))
+    """Cost ``wl`` on the design of ``prof.method`` (see the module docstring), priced by ``energy``."""
+    design = replay_design(prof.method)
+    counts = design.count(wl, prof, cfg)
+    r = counts.detail
+    r.energy_pj = design.price(counts, energy or EnergyTable())
+    return r

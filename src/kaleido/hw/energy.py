@@ -189,6 +189,20 @@ class EnergyTable:
             "static": self.static_w * c.cycles / (clock_ghz * 1e9) * 1e12,
         }
 
+    def price(self, actions, buffer_kib: dict[str, float], clock_ghz: float, static_s: float) -> dict[str, float]:
+        """Energy by component (pJ) of one design's counted actions, as every design on the array is priced.
+
+        ``actions``: one :class:`ActionCounts` per PARTIAL multiplier width (an ``ActionCounts`` holds one),
+        each priced by :meth:`energy_pj` and summed; ``static``: ``static_w`` over ``static_s`` seconds of
+        array-time (run time x arrays: a chip leaks in every array), replacing the per-count cycles.
+        """
+        out: dict[str, float] = {}
+        for a in (list(actions) or [ActionCounts()]):
+            for k, v in self.energy_pj(a, buffer_kib, clock_ghz).items():
+                out[k] = out.get(k, 0.0) + v
+        out["static"] = self.static_w * static_s * 1e12
+        return out
+
     def to_dict(self) -> dict:
         return {"node_nm": self.node_nm, "static_w": self.static_w,
                 "entries": {k: v.to_dict() for k, v in self.entries.items()}}

@@ -56,10 +56,15 @@ def gemm_bytes(g: Gemm, bpe: int) -> float:
     return float((g.M * g.K + g.K * g.N + g.M * g.N) * bpe)
 
 
-def a100_gemm(g: Gemm, cfg: A100Config) -> tuple[float, float]:
-    """(seconds, joules) of all ``g.count`` instances on the A100."""
+def a100_gemm_seconds(g: Gemm, cfg: A100Config) -> float:
+    """Seconds of all ``g.count`` instances on the A100 (the roofline: what the A100 design counts)."""
     eff = cfg.attention_efficiency if "attn_q" in g.op or "attn_p" in g.op else cfg.linear_efficiency
     t_compute = 2.0 * g.M * g.K * g.N / (cfg.peak_ops * eff)
     t_mem = gemm_bytes(g, BYTES[cfg.precision]) / (cfg.hbm_gbps * 1e9)
-    t = max(t_compute, t_mem) * g.count
+    return max(t_compute, t_mem) * g.count
+
+
+def a100_gemm(g: Gemm, cfg: A100Config) -> tuple[float, float]:
+    """(seconds, joules) of all ``g.count`` instances on the A100: its board power over those seconds."""
+    t = a100_gemm_seconds(g, cfg)
     return t, t * cfg.power_w

@@ -9,7 +9,7 @@ and pattern-class arrays.  The A100 roofline runs on the same GEMMs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -233,11 +233,16 @@ class SimResult:
         return out
 
     def energy_pj(self, which: str) -> dict[str, float]:
+        """Energy by component (pJ): the counted actions priced by ``energy_table`` (``EnergyTable.price``, as
+        every design on the array is priced)."""
         kib = {n: self.array["buffers"][f"{n}_kib"] for n in ("ifmap", "filter", "ofmap")}
-        e = self.energy_table.energy_pj(self.counts(which), kib, self.array["clock_ghz"])
         # EnergyTable.static_w is one array's (with its buffers); a chip leaks in every array
-        e["static"] = self.energy_table.static_w * self.arrays * self.time_s(which if which == "dense" else DESIGN_LEVEL) * 1e12
-        return e
+        t = self.time_s(which if which == "dense" else DESIGN_LEVEL)
+        return self.energy_table.price([self.counts(which)], kib, self.array["clock_ghz"], t * self.arrays)
+
+    def priced_by(self, energy: EnergyTable) -> "SimResult":
+        """The same counts priced by another energy table (counting never reads one)."""
+        return replace(self, energy_table=energy)
 
     def a100_time_s(self) -> float:
         return sum(g.a100_s for g in self.gemms)

@@ -12,7 +12,7 @@ CogVideoXTransformer3DModel (see :mod:`kaleido.integrations.registry`).
 from .apply import ApplyReport, apply, get_trace, is_applied, remove, reset, set_num_steps
 from .config import OP_SWITCHES, KaleidoConfig, OpConfig
 from .registry import ModelAdapter, register_adapter, supported_models
-from .trace import ReuseTrace, TraceRecord
+from kaleido.trace import ReuseTrace, TraceRecord
 from . import cogvideox, hunyuan_video, wan  # noqa: E402,F401  (each registers its adapter)
 
 __all__ = [

@@ -25,7 +25,7 @@ from .linear import LINEAR_HOOK, ActivationOwner, DenseCounter, LinearReuseHook
 from .processors import ReuseCore
 from .registry import adapter_for, feed_forwards
 from .state import KaleidoRuntime
-from .trace import ReuseTrace
+from kaleido.trace import ReuseTrace
 
 logger = logging.getLogger("kaleido")
 _RUNTIME_ATTR = "_kaleido_runtime"

@@ -35,7 +35,7 @@ from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
 from .apply import apply, get_trace, remove
 from .config import KaleidoConfig
-from .trace import ReuseTrace, merge_summaries
+from kaleido.trace import ReuseTrace, merge_summaries
 
 #: 8 prompts of the miniature pipeline's world (6 procedural scenes, 2 real clips)
 EVAL_PROMPTS: tuple[str, ...] = (

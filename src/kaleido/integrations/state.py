@@ -39,7 +39,7 @@ from kaleido.reuse.memory import Scratch
 from kaleido.reuse.modes import MAX_PATTERN_GROUPS, Mode, ModeMap
 
 from .config import OP_SWITCH_OF, KaleidoConfig
-from .trace import DENSE_OP, ReuseTrace, TraceRecord, counts_on_device, dense_counts
+from kaleido.trace import DENSE_OP, ReuseTrace, TraceRecord, counts_on_device, dense_counts
 
 if TYPE_CHECKING:
     from .registry import ModelAdapter

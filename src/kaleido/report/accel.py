@@ -1,19 +1,19 @@
-"""The accelerator comparison in the report: every design on published workloads.
+"""The accelerator comparison in the report: every registered design on published workloads.
 
-* **Kaleido** and the **dense array** and the **A100**: ``kaleido.hw.simulate`` with the
-  reuse profile measured by Kaleido's own trace on the miniature pipeline (the
-  representative Kaleido setting's row), carried to the workload by the simulator's
-  documented transfer rule; utilisation with no dispatcher, the scheduler, and
-  scheduler + matcher come from the same run.
-* **AdapTiV / EXION / Cambricon-D-class** designs: the trace each algorithm recorded
-  while it ran on the miniature pipeline (``report.extra["accel_profile"]`` of the rows
-  of ``adaptiv``, ``exion``, ``cambricon_d``), replayed by
-  :func:`kaleido.hw.baseline_replay.replay` with the design's utilisation costs
-  (``replay_cost`` in :mod:`kaleido.hw.designs.adaptiv`, ``exion``,
-  ``cambricon_d``); each row says so (``replayed``), lists every input with its
-  origin (``inputs``: MEASURED / paper / ASSUMED) and gives the ideal model's figure as
-  ``upper_bound_speedup_vs_dense``.  A row recorded before traces existed falls back to
-  the ideal per-op-fraction model and is labelled UPPER BOUND.
+The designs are those of :data:`kaleido.hw.designs.DESIGNS`, in its order, each counted by its ``count``
+and priced by its ``price`` (:func:`kaleido.hw.designs.evaluate`):
+
+* the **dense array** and **Kaleido**: Kaleido's counts come from the reuse profile measured by Kaleido's
+  own trace on the miniature pipeline (the representative Kaleido setting's row), carried to the workload
+  by the simulator's documented transfer rule; utilisation with no dispatcher, the scheduler, and
+  scheduler + matcher come from the same run.  The **A100** is the table's own line (time and energy).
+* the designs that replay another technique's trace (**AdapTiV / EXION / Cambricon-D-class**,
+  :func:`kaleido.hw.designs.replayed_designs`): the trace each algorithm recorded while it ran on the
+  miniature pipeline (``report.extra["accel_profile"]`` of its rows), replayed by
+  :func:`kaleido.hw.baseline_replay.count_replay` with the design's utilisation costs (``replay_cost``);
+  each row says so (``replayed``), lists every input with its origin (``inputs``: MEASURED / paper /
+  ASSUMED) and gives the ideal model's figure as ``upper_bound_speedup_vs_dense``.  A row recorded before
+  traces existed falls back to the ideal per-op-fraction model and is labelled UPPER BOUND.
 
 Times are compute-bound array cycles at the configured clock (the simulator's Kaleido
 time also takes DRAM into account; here we compare cycles for every design alike).
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kaleido.hw.designs import adaptiv, cambricon_d, exion
+from kaleido.hw.designs import DESIGNS, evaluate, replayed_designs
 from kaleido.hw.designs.common import MeasuredSkips
 
 DEFAULT_WORKLOADS = ("wan-1.3b-480p", "wan-1.3b-720p", "hunyuan-720p")
-#: the accelerator baselines in table order: (method, its design module, the design's ideal model)
-BASELINE_DESIGNS = (("adaptiv", adaptiv, adaptiv.simulate_adaptiv), ("exion", exion, exion.simulate_exion),
-                    ("cambricon_d", cambricon_d, cambricon_d.simulate_cambricon_d))
+#: the accelerator baselines in table order, read from the registry: (method, its design, the design's ``count``)
+#: (report/html.py reads each design's ``ASSUMPTIONS``)
+BASELINE_DESIGNS = tuple((d.method, d, d.count) for d in replayed_designs())
 
 
 def _profile(d: dict, wl):
@@ -61,7 +61,7 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
     import json
 
     from kaleido.hw.config import ArrayConfig
-    from kaleido.hw.simulate import DESIGN_LEVEL, simulate
+    from kaleido.hw.energy import EnergyTable
     from kaleido.hw.workloads import get_workload
 
     wl = get_workload(workload, steps=steps) if isinstance(workload, str) else workload
@@ -79,38 +79,36 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
         low_bits = 4
         src = "SYNTHETIC example profile (no Kaleido rows with a trace)"
     cfg = ArrayConfig(low_bits=low_bits)
-    sim = simulate(wl, prof, cfg, transfer=True)
-    s = sim.summary()
+    energy = EnergyTable()
     pes = cfg.rows * cfg.cols
     clock = cfg.clock_ghz * 1e9
-    dense_cyc = s["cycles"]["dense_array"]
-    k_cyc = s["cycles"][f"kaleido[{DESIGN_LEVEL}]"]
-    e = sim.energy_table
-    dense_macs = s["macs"]["dense"]
-    designs = [
-        {"design": "dense 128x128 int8 array", "method": None, "source": "dense", "cycles": dense_cyc,
-         "utilisation": s["utilisation"]["dense_array"], "mac_energy_j": dense_macs * e.mac_pj(8) * 1e-12,
-         "psnr": None},
-        {"design": "Kaleido (scheduler + matcher)", "method": "kaleido", "source": src, "cycles": k_cyc,
-         "utilisation": s["utilisation"][DESIGN_LEVEL],
-         "mac_energy_j": s["energy_by_component_j"]["kaleido"]["mac"], "psnr": _psnr(kaleido_row)},
-    ]
-    for method, _, ideal in BASELINE_DESIGNS:
-        row = baseline_rows.get(method)
-        if row is None:
+    designs, kal, a100, dense_cyc = [], None, None, None
+    for name, design in DESIGNS.items():  # the registry, in table order
+        if not design.on_array:  # the A100: the table's own line
+            if name == "a100":
+                a100 = evaluate(design, wl, None, cfg, energy)
             continue
-        prof = row["report"].get("extra", {}).get("accel_profile")
-        if prof is not None:
-            d = _replayed(method, row, prof, wl, cfg, e)
-            notes.append(f"{d['design']} inputs: " + "; ".join(f"{k} [{v}]" for k, v in d["inputs"].items()))
+        if design.method is None:  # needs no statistics: the dense array (the reference) or another such design
+            r = evaluate(design, wl, None, cfg, energy)
+            if name == "dense":
+                dense_cyc = r.counts.cycles
+            designs.append({"design": r.counts.design, "method": None,
+                            "source": "dense" if name == "dense" else "no statistics", "cycles": r.counts.cycles,
+                            "utilisation": r.counts.utilisation(pes), "mac_energy_j": r.component_j("mac"),
+                            "psnr": None})
+        elif design.method == "kaleido":  # Kaleido's own statistics: the profile
+            kal = evaluate(design, wl, prof, cfg, energy, transfer=True)
+            designs.append({"design": kal.counts.design, "method": "kaleido", "source": src,
+                            "cycles": kal.counts.cycles, "utilisation": kal.counts.utilisation(pes),
+                            "mac_energy_j": kal.component_j("mac"), "psnr": _psnr(kaleido_row)})
+        elif design.method in baseline_rows:  # another technique's trace, replayed
+            d = _baseline(design, baseline_rows[design.method], wl, cfg, energy)
+            if d["replayed"]:
+                notes.append(f"{d['design']} inputs: " + "; ".join(f"{k} [{v}]" for k, v in d["inputs"].items()))
             designs.append(d)
-            continue
-        r = ideal(wl, MeasuredSkips.from_report(row["report"]), cfg, e)
-        designs.append({"design": r.design + " [UPPER BOUND]", "method": method,
-                        "source": f"UPPER BOUND: per-op MAC fractions of {method} {row['point']['settings']}, no "
-                                  "utilisation costs (row recorded without a trace; rerun the sweep to replay one)",
-                        "replayed": False, "cycles": r.cycles, "utilisation": r.utilisation(pes),
-                        "mac_energy_j": r.mac_energy_pj * 1e-12, "psnr": _psnr(row), "assumptions": r.assumptions})
+    sim = kal.counts.detail  # Kaleido's SimResult: utilisation at every dispatcher level, normalisation
+    s = sim.summary()
+    k_cyc = kal.counts.cycles
     for d in designs:
         if d["psnr"] is not None:
             d["psnr"], d["psnr_runs"] = (quality or {}).get(d["method"], (d["psnr"], 1))
@@ -119,17 +117,29 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
         d["time_s"] = d["cycles"] / clock
         d["speedup_vs_dense"] = dense_cyc / max(1.0, d["cycles"])
         d["kaleido_speedup_over_it"] = d["cycles"] / max(1.0, k_cyc)
-    return {"workload": wl.name, "steps": wl.steps, "designs": designs, "a100_time_s": s["time_s"]["a100"],
-            "a100_energy_j": s["energy_j"]["a100"], "kaleido_time_s_with_dram": s["time_s"]["kaleido"],
+    return {"workload": wl.name, "steps": wl.steps, "designs": designs, "a100_time_s": a100.counts.time_s,
+            "a100_energy_j": a100.energy_j, "kaleido_time_s_with_dram": kal.counts.time_s,
             "utilisation": s["utilisation"], "normalisation": s["normalisation"], "notes": notes + list(sim.notes)}
 
 
-def _replayed(method: str, row: dict, prof_dict: dict, wl, cfg, energy) -> dict:
-    """One baseline design from its recorded trace (see the module docstring)."""
-    from kaleido.hw.baseline_replay import BaselineProfile, replay
+def _baseline(design, row: dict, wl, cfg, energy) -> dict:
+    """One accelerator baseline's table row: its recorded trace replayed (see the module docstring), or the ideal
+    model over the row's MAC shares when the row carries no trace (UPPER BOUND)."""
+    from kaleido.hw.baseline_replay import BaselineProfile
 
-    r = replay(wl, BaselineProfile.from_dict(prof_dict, where=f"{method} row's accel_profile"), cfg, energy)
+    method = design.method
     pes = cfg.rows * cfg.cols
+    prof_dict = row["report"].get("extra", {}).get("accel_profile")
+    if prof_dict is None:
+        r = evaluate(design, wl, MeasuredSkips.from_report(row["report"]), cfg, energy)
+        return {"design": r.counts.design + " [UPPER BOUND]", "method": method,
+                "source": f"UPPER BOUND: per-op MAC fractions of {method} {row['point']['settings']}, no "
+                          "utilisation costs (row recorded without a trace; rerun the sweep to replay one)",
+                "replayed": False, "cycles": r.counts.cycles, "utilisation": r.counts.utilisation(pes),
+                "mac_energy_j": r.component_j("mac"), "psnr": _psnr(row), "assumptions": list(design.assumptions)}
+    prof = BaselineProfile.from_dict(prof_dict, where=f"{method} row's accel_profile")
+    res = evaluate(design, wl, prof, cfg, energy)
+    r = res.counts.detail
     n_paper = sum(v.startswith("paper") for v in r.inputs.values())
     n_assumed = sum("ASSUMED" in v for v in r.inputs.values())
     return {"design": r.design, "method": method, "replayed": True,
@@ -137,8 +147,8 @@ def _replayed(method: str, row: dict, prof_dict: dict, wl, cfg, energy) -> dict:
                       f"({n_paper} input(s) from the paper, {n_assumed} assumed; listed below); ideal model "
                       f"(upper bound, no utilisation costs): {r.dense_cycles / max(1.0, r.upper_bound_cycles):.2f}x "
                       "vs dense",
-            "cycles": r.cycles, "utilisation": r.utilisation(pes), "mac_energy_j": r.mac_energy_j,
-            "energy_j_mac_dram_side": r.mac_energy_j + r.dram_energy_j + r.side_energy_j,
+            "cycles": r.cycles, "utilisation": r.utilisation(pes), "mac_energy_j": res.component_j("mac"),
+            "energy_j_mac_dram_side": res.component_j("mac") + res.component_j("dram") + res.component_j("dispatcher"),
             "time_s_with_dram": r.time_s, "upper_bound_speedup_vs_dense": r.dense_cycles / max(1.0, r.upper_bound_cycles),
             "overhead_cycles": r.overhead_cycles, "inputs": r.inputs, "psnr": _psnr(row), "assumptions": r.notes}
 
@@ -187,7 +197,7 @@ def design_rows(rows, aggs, min_psnr: float | None = None) -> tuple[dict | None,
     row (:func:`representatives`, at ``min_psnr`` when given)."""
     reps = {a.method: a for a in representatives(aggs, min_psnr)}
     k_row = representative_row(rows, reps["kaleido"]) if "kaleido" in reps else None
-    base_rows = {m: representative_row(rows, reps[m]) for m, _, _ in BASELINE_DESIGNS if m in reps}
+    base_rows = {d.method: representative_row(rows, reps[d.method]) for d in replayed_designs() if d.method in reps}
     return k_row, {m: r for m, r in base_rows.items() if r is not None}
 
 

@@ -4,9 +4,9 @@ Dataflow: merged tokens are removed before attention, so self-attention q.k^T an
 run as *smaller dense GEMMs*; every other op runs dense (our AdapTiV algorithm merges
 inside attention only).
 
-* :func:`gemm_cost` (the upper bound, also behind :func:`simulate_adaptiv` for rows
-  without a trace): with a q.k^T kept share ``k`` the merged token fraction is
-  ``m = sqrt(k)``; q.k^T runs as ``(m*M) x K x (m*N)``, P.V as ``(m*M) x (m*K) x N``;
+* :func:`gemm_cost` (the upper bound, also what :meth:`~.replay.ReplayedDesign.count` runs
+  on :class:`~.common.MeasuredSkips` of rows without a trace): with a q.k^T kept share
+  ``k`` the merged token fraction is ``m = sqrt(k)``; q.k^T runs as ``(m*M) x K x (m*N)``, P.V as ``(m*M) x (m*K) x N``;
   nothing else is charged.
 * :func:`replay_cost` (trace replay, per recorded step and layer): the merged token
   count of that step and layer (``m`` of the video rows; text rows of joint attention
@@ -21,14 +21,16 @@ inside attention only).
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 from ..compute import dense_cycles
 from ..memory import dram_bytes
 from ..workloads import Gemm
-from .common import SIDE_SOURCE, GemmCost, MeasuredSkips, ceil_frac, run_design, side_cycles
+from .common import SIDE_SOURCE, GemmCost, ceil_frac, side_cycles
+from .replay import ReplayedDesign
 
 #: this design's name in results and tables
-DESIGN = "AdapTiV-class (token merging)"
+LABEL = "AdapTiV-class (token merging)"
 ASSUMPTIONS = ("sign-similarity matching fully hidden behind LayerNorm, as AdapTiV reports",
                "token merging applies to self-attention only, as in our AdapTiV algorithm")
 ATTN = ("self_attn_qk", "self_attn_pv")
@@ -55,10 +57,6 @@ def gemm_cost(g, fr, cfg):
             M, K, N = ceil_frac(g.M, m), ceil_frac(g.K, m), g.N
         return dense_cycles(M, K, N, cfg), M * K * N, 0.0, 8
     return dense_cycles(g.M, g.K, g.N, cfg), g.M * g.K * g.N, 0.0, 8
-
-
-def simulate_adaptiv(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design(DESIGN, workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
 
 
 def merged_extents(g, c) -> tuple[int, int, int, int]:
@@ -90,3 +88,12 @@ def replay_cost(g, c, cfg, base):
         cyc += exposed
     red = Gemm(g.op, M, K, N, 1, min(g.grid_rows, M))
     return GemmCost(cyc, work, work, 0.0, 8, dram_bytes(red, cfg), over, side)
+
+
+class AdapTiVClass(ReplayedDesign):
+    name = method = "adaptiv"
+    label = LABEL
+    assumptions = ASSUMPTIONS
+    inputs = MappingProxyType(INPUTS)
+    gemm_cost = staticmethod(gemm_cost)
+    replay_cost = staticmethod(replay_cost)

@@ -7,8 +7,8 @@ deltas, so the benefit is *bit-width packing*: a ``b``-bit delta occupies ``b/8`
 calls; dense calls (the first step, refreshes) keep full cost.  Attention runs dense
 (softmax breaks the difference).
 
-* :func:`gemm_cost` (the upper bound, also behind :func:`simulate_cambricon_d` for
-  rows without a trace): the packing only.
+* :func:`gemm_cost` (the upper bound, also what :meth:`~.replay.ReplayedDesign.count`
+  runs on :class:`~.common.MeasuredSkips` of rows without a trace): the packing only.
 * :func:`replay_cost` (trace replay, per recorded step and layer): plus the outlier
   path - input entries whose difference does not fit ``b`` bits at the input's int8
   scale (share measured while the algorithm ran) are multiplied at 8 bits, compacted
@@ -20,11 +20,14 @@ calls; dense calls (the first step, refreshes) keep full cost.  Attention runs d
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from ..compute import dense_cycles
-from .common import GemmCost, MeasuredSkips, ceil_frac, run_design
+from .common import GemmCost, ceil_frac
+from .replay import ReplayedDesign
 
 #: this design's name in results and tables
-DESIGN = "Cambricon-D-class (differential, low-bit deltas)"
+LABEL = "Cambricon-D-class (differential, low-bit deltas)"
 ASSUMPTIONS = ("outliers compacted perfectly onto the array (a real outlier path is slower)",
                "activation functions' sign-mask work beyond the 1-bit mask load not charged")
 ATTN = ("self_attn_qk", "self_attn_pv", "cross_attn_qk", "cross_attn_pv")
@@ -53,10 +56,6 @@ def gemm_cost(g, fr, cfg):
     return fr.mac8 * full + (1 - fr.mac8) * low, fr.mac8 * macs, (1 - fr.mac8) * macs, b
 
 
-def simulate_cambricon_d(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design(DESIGN, workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
-
-
 def replay_cost(g, c, cfg, base):
     """:class:`~.common.GemmCost` of one instance of ``g`` at recorded shares ``c`` (``base``: its dense cost)."""
     if g.op in ATTN or c.mac8 >= 1.0 or c.low_bits >= 8:
@@ -74,3 +73,12 @@ def replay_cost(g, c, cfg, base):
     return GemmCost(cyc, (f8 + c.mac_low * b / 8 + diff * o) * macs, f8 * macs + diff * o * macs,
                     c.mac_low * macs, b, base.dram_bytes + diff * extra,
                     {"Cambricon-D outlier path (8-bit)": diff * outlier})
+
+
+class CambriconDClass(ReplayedDesign):
+    name = method = "cambricon_d"
+    label = LABEL
+    assumptions = ASSUMPTIONS
+    inputs = MappingProxyType(INPUTS)
+    gemm_cost = staticmethod(gemm_cost)
+    replay_cost = staticmethod(replay_cost)

@@ -1,21 +1,19 @@
-"""Shared machinery of the accelerator-baseline models (AdapTiV, EXION, Cambricon-D).
+"""Shared machinery of the accelerator-baseline designs (AdapTiV, EXION, Cambricon-D).
 
 Each design runs a published workload (:mod:`kaleido.hw.workloads`) on the same
 128x128 int8 systolic array as Kaleido (same :class:`~kaleido.hw.config.ArrayConfig`,
 same fold/fill/drain cycle model :func:`kaleido.hw.compute.dense_cycles`), with the work
-that its algorithm leaves.  How much work is left is never typed in: it comes from
-:class:`MeasuredSkips`, the per-op-kind MAC counts its algorithm produced when it ran
-on the miniature pipeline (the ``report`` of a sweep row), carried to the workload as
-fractions (the same resolution-independence rule as the simulator's profiles).
-
-This is the *ideal* path (no utilisation costs), kept for sweep rows recorded before
-baselines wrote traces and as the upper bound of the replay: a row with a trace is
-costed by :func:`kaleido.hw.baseline_replay.replay` with each design's utilisation
-model (``replay_cost`` in its module), per recorded step and layer, from the
-:class:`GemmCost` pieces defined here.  Energy here is the MAC energy only (8x8 and
-low-bit multiplies with a 32-bit accumulate, from the simulator's cited
-:class:`~kaleido.hw.energy.EnergyTable`); memory energy is left out for every design
-alike in this table.
+that its algorithm leaves.  How much work is left is never typed in: it comes from the
+trace its algorithm recorded (:class:`~kaleido.hw.baseline_replay.BaselineProfile`, replayed
+per recorded step and layer with the design's utilisation model, ``replay_cost``) or, for
+sweep rows recorded before baselines wrote traces, from :class:`MeasuredSkips` - the
+per-op-kind MAC shares of the row's ``report`` - under the *ideal* model (``gemm_cost``, no
+utilisation costs: the replay's upper bound, :func:`ideal_counts`).  Their base class,
+:class:`~.replay.ReplayedDesign` (:mod:`.replay`), takes either statistics and returns action
+counts (MACs by width, DRAM bytes, side-unit operations); energy is priced from them by the
+simulator's cited :class:`~kaleido.hw.energy.EnergyTable`, as for every design
+(:mod:`kaleido.hw.designs.protocol`).  The ideal path counts MACs only (memory left out
+for every design alike in the accelerator table).
 """
 
 from __future__ import annotations
@@ -27,10 +25,10 @@ from kaleido.ops import BLOCK_OPS, HW_KIND_OF
 
 from ..compute import dense_cycles
 from ..config import ArrayConfig
-from ..energy import EnergyTable
-from ..figures import ArrayFigures
+from ..energy import ActionCounts
 from ..memory import dram_bytes
 from ..workloads import Gemm
+from .protocol import DesignCounts, buffer_kib
 
 #: the baselines' ledger op kinds -> the simulator's workload op kinds
 OP_TO_HW: dict[str, str] = {k.value: HW_KIND_OF[k.value] for k in BLOCK_OPS}
@@ -79,43 +77,27 @@ class MeasuredSkips:
         return self.ops.get(hw_op, OpFractions(1.0, 0.0, 0.0, 8))
 
 
-@dataclass
-class DesignResult(ArrayFigures):
-    """One design on one workload (compute-bound cycles, MAC energy)."""
-
-    design: str
-    workload: str
-    cycles: float
-    dense_cycles: float
-    macs_done: float  # 8-bit-equivalent multiply-accumulates the array performed (low-bit ones weighted b/8)
-    dense_macs: float
-    mac_energy_pj: float
-    assumptions: list[str] = field(default_factory=list)
-    source: str = "measured skip statistics (miniature pipeline) x modelled dataflow"
-
-    @property
-    def array_macs(self) -> float:
-        return self.macs_done
-
-    def to_dict(self, pes: int | None = None) -> dict:
-        return self.figures_dict(pes)
-
-
-def run_design(name: str, workload, skips: MeasuredSkips, gemm_model, cfg=None, energy=None,
-               assumptions: tuple[str, ...] = ()) -> DesignResult:
-    """Sum ``gemm_model(g, fractions, cfg) -> (cycles, mac8, mac_low, low_bits)`` over the workload's GEMMs."""
+def ideal_counts(design, workload, skips: MeasuredSkips, cfg=None) -> DesignCounts:
+    """The ideal model: ``design.gemm_cost(g, fractions, cfg) -> (cycles, mac8, mac_low, low_bits)`` summed over
+    the workload's GEMMs at the op kinds' measured MAC shares; time is the compute time (DRAM not modelled)."""
     cfg = cfg or ArrayConfig()
-    energy = energy or EnergyTable()
-    cyc = dcyc = done = dense = e = 0.0
+    cyc = dcyc = done = dense = 0.0
+    acts: dict[int, ActionCounts] = {}
     for g in workload.gemms:
         fr = skips.get(g.op)
-        c, m8, ml, lb = gemm_model(g, fr, cfg)
+        c, m8, ml, lb = design.gemm_cost(g, fr, cfg)
         cyc += c * g.count
         dcyc += dense_cycles(g.M, g.K, g.N, cfg) * g.count
         done += (m8 + ml * lb / 8) * g.count
         dense += g.M * g.K * g.N * g.count
-        e += (m8 * energy.mac_pj(8) + ml * energy.mac_pj(lb)) * g.count
-    return DesignResult(name, workload.name, cyc, dcyc, done, dense, e, list(assumptions))
+        a = acts.setdefault(lb, ActionCounts(lb))
+        a.mac8 += m8 * g.count
+        a.mac_low += ml * g.count
+    return DesignCounts(design.label, workload.name, cyc, dcyc, cyc / (cfg.clock_ghz * 1e9), done, dense,
+                        tuple(acts[b] for b in sorted(acts)), buffer_kib(cfg), cfg.clock_ghz,
+                        notes=list(design.assumptions),
+                        source="measured skip statistics (miniature pipeline) x modelled dataflow, no utilisation "
+                               "costs (UPPER BOUND)")
 
 
 def ceil_frac(n: int, f: float) -> int:

@@ -3,9 +3,9 @@
 Dataflow: EXION's ConMerge compacts the surviving (sparse) columns so the array
 processes them densely.
 
-* :func:`gemm_cost` (the upper bound, also behind :func:`simulate_exion` for rows
-  without a trace): perfect compaction - with a kept share ``k`` of an op's MACs,
-  q.k^T runs as ``M x K x (k*N)``, P.V as ``M x (k*K) x N``, the FFN's first linear as
+* :func:`gemm_cost` (the upper bound, also what :meth:`~.replay.ReplayedDesign.count` runs
+  on :class:`~.common.MeasuredSkips` of rows without a trace): perfect compaction - with a
+  kept share ``k`` of an op's MACs, q.k^T runs as ``M x K x (k*N)``, P.V as ``M x (k*K) x N``, the FFN's first linear as
   ``M x K x (k*N)`` and its second as ``M x (k*K) x N``; nothing else is charged.
 * :func:`replay_cost` (trace replay): compaction works per tile of ``tile_rows`` rows
   (tokens / queries) held by the array at once, so a tile processes the *union* of
@@ -22,13 +22,16 @@ processes them densely.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from ..compute import dense_cycles
 from ..memory import dram_bytes
 from ..workloads import Gemm
-from .common import SIDE_SOURCE, GemmCost, MeasuredSkips, ceil_frac, run_design, side_cycles
+from .common import SIDE_SOURCE, GemmCost, ceil_frac, side_cycles
+from .replay import ReplayedDesign
 
 #: this design's name in results and tables
-DESIGN = "EXION-class (FFN reuse + eager prediction)"
+LABEL = "EXION-class (FFN reuse + eager prediction)"
 ASSUMPTIONS = ("condensed index lists and predicted scores stay on chip (no DRAM traffic charged for them)",
                "the prediction's 1/4-MAC energy per leading-one product is the width rule, not EXION's figure")
 COLS = ("self_attn_qk", "ffn_up")  # kept columns are the GEMM's N
@@ -58,10 +61,6 @@ def gemm_cost(g, fr, cfg):
     return dense_cycles(M, K, N, cfg), M * K * N, 0.0, 8
 
 
-def simulate_exion(workload, skips: MeasuredSkips, cfg=None, energy=None):
-    return run_design(DESIGN, workload, skips, gemm_cost, cfg, energy, ASSUMPTIONS)
-
-
 def replay_cost(g, c, cfg, base):
     """:class:`~.common.GemmCost` of one instance of ``g`` at recorded shares ``c`` (``base``: its dense cost)."""
     if g.op not in COLS + RED or (c.skipped <= 0 and c.estimate <= 0):
@@ -86,3 +85,12 @@ def replay_cost(g, c, cfg, base):
     red = Gemm(g.op, M, K, N, 1, min(g.grid_rows, M))
     mask = g.M * g.N / 8.0 if g.op == "ffn_up" else 0.0  # the FFN-reuse bitmask, read on every reuse step
     return GemmCost(cyc, work, work, 0.0, 8, dram_bytes(red, cfg) + mask, over, side)
+
+
+class EXIONClass(ReplayedDesign):
+    name = method = "exion"
+    label = LABEL
+    assumptions = ASSUMPTIONS
+    inputs = MappingProxyType(INPUTS)
+    gemm_cost = staticmethod(gemm_cost)
+    replay_cost = staticmethod(replay_cost)
