@@ -1,7 +1,7 @@
 """Wall time of Kaleido-enabled generation against dense, on the miniature pipeline (CPU).
 
-Target (issue 19): Kaleido generation at most 1.5x the dense generation's wall time, at 1 and 2 threads
-(issue 4's was 2x).  ``--profile`` adds one profiled Kaleido generation and prints where the extra time
+Target: Kaleido generation at most 1.5x the dense generation's wall time, at 1 and 2 threads.
+``--profile`` adds one profiled Kaleido generation and prints where the extra time
 goes: the decision (``kaleido.decide``: quantise, decide, effective operand), trace recording
 (``kaleido.record``) and the rest (gathers, row copies, Python per call).
 

@@ -1,4 +1,4 @@
-"""Speed of the accelerator simulator (issue 5 targets), measured in one run.
+"""Speed of the accelerator simulator against its time budgets, measured in one run.
 
 1. One 4096x128x4096 GEMM on a 128x128 array, dense and with an exact random mode
    map (4096 rows x 3 RoPE groups), both dataflows: budget 1 s each.

@@ -71,11 +71,26 @@ def main() -> None:
                      f"{p if isinstance(p, str) else round(p, 2)} | {r['ssim_mean']:.4f} | "
                      f"{100 * r.get('saved_self_qk', 0):.1f}% | {100 * r['saved_whole_transformer']:.1f}% |")
     lines += ["", "## Wall time (bench_generate.json)", "",
-              f"Median of {bench['repeats']} alternating repeats, {bench['threads']} thread(s): pipeline "
+              f"Median of {bench['repeats']} alternating repeats, {bench['threads']} thread(s), config "
+              f"{_bench_config(bench)} (the tables above are `KaleidoConfig()`): pipeline "
               f"{bench['median_s']['dense_pipeline']:.2f} s dense vs {bench['median_s']['kaleido_pipeline']:.2f} s Kaleido "
-              f"(ratio {bench['ratio_pipeline']:.2f}, target <= 2); transformer ratio {bench['ratio_transformer']:.2f}."]
+              f"(ratio {bench['ratio_pipeline']:.2f}, target <= {bench.get('target_ratio', 1.5):g}); "
+              f"transformer ratio {bench['ratio_transformer']:.2f}."]
     write_atomic(out / "summary.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def _bench_config(bench: dict) -> str:
+    """The config the wall-time benchmark ran: its ``--config``, or the model's packaged default by name."""
+    name = bench.get("config", "the model's default")
+    if name == "the model's default":
+        try:
+            from kaleido.tiny.pipeline import TINY_VARIANTS
+
+            name = TINY_VARIANTS[bench["model"]].config or name
+        except (ImportError, KeyError):
+            return name
+    return f"`{name}`"
 
 
 if __name__ == "__main__":

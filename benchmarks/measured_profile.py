@@ -3,7 +3,7 @@
 The profile is the trace of one ``kaleido generate`` run of the shipped miniature pipeline with
 the default ``KaleidoConfig`` (the first evaluation prompt, seed 0), converted by the simulator's
 own adapter (``kaleido.hw.trace_adapter.profile_from_trace``).
-Pass the trace of the first run of the issue-4 evaluation (``docs/results/README.md``)::
+Pass the trace of the first run of the evaluation of ``docs/results/README.md``::
 
     python benchmarks/measured_profile.py out/eval_default/run-0/trace.safetensors
 

@@ -1,4 +1,4 @@
-"""Does Kaleido's gain grow with resolution? The miniature model at 5x16x16 and 5x24x24 tokens (issue 16).
+"""Does Kaleido's gain grow with resolution? The miniature model at 5x16x16 and 5x24x24 tokens.
 
 The paper reports Kaleido's advantage growing from 480p to 720p (1.5x in each spatial dimension). This
 runs the same prompts x seeds and the same Kaleido configs on the shipped ``tiny`` pipeline (17x64x64

@@ -1,4 +1,4 @@
-"""Does a config calibrated at 25 steps hold at other step counts?  (issue 19)
+"""Does a config calibrated at 25 steps hold at other step counts?
 
 Users reuse one config across step counts.  This measures a config (default: the shipped
 ``tiny-default``) against dense at each ``--steps`` value on held-out prompts x seeds, through

@@ -1,4 +1,4 @@
-"""How fast the tiny ``AutoencoderKLWan`` learns on this machine (issue 3 diagnosis), measured in one run.
+"""How fast the tiny ``AutoencoderKLWan`` learns on this machine (how far training time limits its quality), measured in one run.
 
 Trains a VAE of the given architecture from scratch (or continues the shipped one with
 ``--from-shipped``; ``--decoder-only`` freezes its encoder so the shipped transformer's

@@ -5,6 +5,13 @@
 "stop"; dated history belongs in ``CHANGELOG.md``, which is not checked. Markdown anchors
 (``page.md#12-a-chip``), colours (``#1f77b4``) and HTML entities (``&#39;``) are not issue numbers.
 ``README.md`` is a front page: under 120 lines.
+
+The code speaks to its users too: every ``.py`` file under ``src/``, ``tests/`` and ``benchmarks/`` and
+``DEVELOPERS.md`` must not name an issue number or a work session either (say what the code does or
+measures, not which request asked for it). A pytest fixture's ``scope="session"`` and an attribute such as
+``requests.Session`` are not work sessions; ``stop`` (``slice.stop``, ``--stop-after``) and ``#`` (comments,
+CSS colours) are ordinary in code and are not checked there. This file is not scanned: its own examples
+are the phrases it forbids.
 """
 
 from __future__ import annotations
@@ -26,15 +33,29 @@ FORBIDDEN = {
 }
 
 
+#: what code, its comments and docstrings, and DEVELOPERS.md must not say
+CODE_FORBIDDEN = {
+    "an issue number": re.compile(r"(?<![a-z0-9])issues?[\s_-]*#?\s*\d+", re.I),  # test_..._issue_14 too
+    "a work session": re.compile(r"(?<!scope=\")(?<!scope=')(?<!\.)\bsessions?\b", re.I),
+}
+
+
 def user_docs() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def offences(text: str) -> list[str]:
-    """``"line N: <what> in '...'"`` for every forbidden phrase of ``text``."""
+def code_files() -> list[Path]:
+    this = Path(__file__).resolve()
+    files = [p for folder in ("src", "tests", "benchmarks") for p in sorted((ROOT / folder).rglob("*.py"))
+             if p.resolve() != this]
+    return [*files, ROOT / "DEVELOPERS.md"]
+
+
+def offences(text: str, forbidden: dict[str, re.Pattern] = FORBIDDEN) -> list[str]:
+    """``"line N: <what> in '...'"`` for every phrase of ``text`` that ``forbidden`` names."""
     found = []
     for n, line in enumerate(text.splitlines(), 1):
-        for what, rx in FORBIDDEN.items():
+        for what, rx in forbidden.items():
             for m in rx.finditer(line):
                 start = max(0, m.start() - 30)
                 found.append(f"line {n}: {what} in {line[start:m.end() + 30]!r}")
@@ -46,6 +67,20 @@ def test_user_docs_name_no_issue_session_or_stop(doc):
     bad = offences(doc.read_text(encoding="utf-8"))
     assert not bad, (f"{doc.relative_to(ROOT)} speaks of the project's tracker or work sessions; say what is true "
                      "now and move dated history to CHANGELOG.md:\n" + "\n".join(bad))
+
+
+def test_code_names_no_issue_or_session():
+    bad = {str(f.relative_to(ROOT)): o for f in code_files()
+           if (o := offences(f.read_text(encoding="utf-8"), CODE_FORBIDDEN))}
+    assert not bad, ("code, its comments and DEVELOPERS.md speak of the project's tracker or work sessions; say what "
+                     "the code does now:\n" + "\n".join(f"{f}: {o}" for f, os_ in bad.items() for o in os_))
+
+
+def test_the_code_scan_covers_the_code():
+    names = {str(f.relative_to(ROOT)) for f in code_files()}
+    assert {"src/kaleido/__init__.py", "benchmarks/bench_generate.py", "tests/test_docs_snippets.py",
+            "DEVELOPERS.md"} <= names
+    assert "tests/test_docs_clean.py" not in names
 
 
 def test_readme_is_a_short_front_page():
@@ -70,3 +105,20 @@ def test_the_check_catches(text):
 ])
 def test_the_check_leaves_ordinary_text_alone(text):
     assert not offences(text), offences(text)
+
+
+@pytest.mark.parametrize("text", [
+    "#: largest folder allowed (issue 3)", "the issue-4 evaluation", '"""The second resolution (issue 16)."""',
+    "def test_readme_commands_include_the_issue_14_ones():", "# measured in the third session",
+])
+def test_the_code_check_catches(text):
+    assert offences(text, CODE_FORBIDDEN), text
+
+
+@pytest.mark.parametrize("text", [
+    '@pytest.fixture(scope="session")', "@pytest.fixture(scope='session')", "s = requests.Session()",
+    "onnxruntime.InferenceSession(path)", "k = sl.stop - sl.start", 'p.add_argument("--stop-after")',
+    "color:#222;", "# 1. the first step", "tissue 5", "the known issues of 2 models",
+])
+def test_the_code_check_leaves_ordinary_code_alone(text):
+    assert not offences(text, CODE_FORBIDDEN), offences(text, CODE_FORBIDDEN)

@@ -5,7 +5,7 @@
   written to be run from the repository root). The one substitution, announced in an HTML comment
   above each block, is the step count: the block's single ``num_inference_steps=25`` becomes
   ``num_inference_steps=2``. Nothing else is changed, so a snippet that drifts from the API, or that
-  runs at another size than the miniature model's (issue 14: diffusers' 480x832 x 81-frame defaults
+  runs at another size than the miniature model's (diffusers' 480x832 x 81-frame defaults
   ran for 10 minutes), fails here.
 * Every ``kaleido ...`` command of the ```bash blocks (each ``&&``-separated part that starts with
   ``kaleido``) and every inline ```kaleido ... --option``` span outside tables is parsed by the real
@@ -93,7 +93,7 @@ def test_command_lines_parse(doc):
         parse(c)
 
 
-def test_readme_commands_include_the_issue_14_ones():
+def test_readme_commands_include_the_simulate_and_generate_ones():
     cmds = command_lines(ROOT / "README.md")
     assert "kaleido generate --out out/demo" in cmds
     assert any(c.startswith("kaleido simulate --workload hunyuan-720p --profile tiny_wan_default") for c in cmds)

@@ -1,4 +1,4 @@
-"""The resolution study (benchmarks/resolution_study.py, issue 16) runs end to end on its smoke setting and
+"""The resolution study (benchmarks/resolution_study.py) runs end to end on its smoke setting and
 reports every part for both grids."""
 
 import importlib.util

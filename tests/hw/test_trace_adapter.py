@@ -1,4 +1,4 @@
-"""A ReuseTrace (integration issue) drives the simulator through the adapter and the CLI."""
+"""A ReuseTrace recorded by the integration drives the simulator through the adapter and the CLI."""
 
 import numpy as np
 import pytest

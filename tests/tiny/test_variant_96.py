@@ -1,4 +1,4 @@
-"""The second resolution of the miniature pipeline (issue 16): ``tiny-96`` loads offline by its name,
+"""The second resolution of the miniature pipeline: ``tiny-96`` loads offline by its name,
 generates at its own size deterministically, shares every component but the transformer with ``tiny``,
 and the fine-tuning that made it runs end to end and resumes."""
 

@@ -1,4 +1,4 @@
-"""Characterisation of a vDiT's latent space (the paper's first contribution, issue 7).
+"""Characterisation of a vDiT's latent space (the paper's first contribution).
 
 For every reuse operand (self-attention q and k after RoPE, cross-attention q, the
 inputs of the projections and the feed-forward), layer, head, channel group and

@@ -332,7 +332,7 @@ def matched_savings(aggs: list[SettingAggregate], targets=MATCH_TARGETS) -> dict
     return out
 
 
-#: the quality level of :func:`ranking_at_quality` (issue 19: the peers' 30 dB)
+#: the quality level of :func:`ranking_at_quality` (the peers' 30 dB)
 RANK_MIN_PSNR_DB = 30.0
 
 

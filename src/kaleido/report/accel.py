@@ -28,7 +28,7 @@ from kaleido.hw.designs.common import MeasuredSkips
 
 DEFAULT_WORKLOADS = ("wan-1.3b-480p", "wan-1.3b-720p", "hunyuan-720p")
 #: the accelerator baselines in table order, read from the registry: (method, its design, the design's ``count``)
-#: (report/html.py reads each design's ``ASSUMPTIONS``)
+#: (report/html.py reads each design's ``assumptions``)
 BASELINE_DESIGNS = tuple((d.method, d, d.count) for d in replayed_designs())
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-#: largest shipped pipeline folder allowed (issue 3)
+#: largest shipped pipeline folder allowed (the pipeline ships inside the package)
 SHIP_LIMIT_BYTES = 40 * 2**20
 
 

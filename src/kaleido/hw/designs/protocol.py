@@ -120,10 +120,6 @@ class ArrayDesign:
     def price(self, counts: DesignCounts, energy: "EnergyTable") -> dict[str, float]:
         return energy.price(counts.actions, counts.buffer_kib, counts.clock_ghz, counts.time_s * counts.arrays)
 
-    @property
-    def ASSUMPTIONS(self) -> tuple[str, ...]:  # noqa: N802 - read by report/html.py through BASELINE_DESIGNS
-        return self.assumptions
-
     def __repr__(self) -> str:
         return f"<design {self.name!r}: {self.label}>"
 
