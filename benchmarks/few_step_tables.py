@@ -3,8 +3,11 @@ per-op savings imply at a real model's MAC mix, and one plot.
 
 Reads comparison rows only (``kaleido compare`` wrote them; nothing is recomputed):
 
-    python benchmarks/few_step_tables.py docs/results/compare --json docs/results/few-step.json \
-        --plot docs/results/few-step.png
+    python benchmarks/few_step_tables.py docs/results/compare docs/results/compare-8 docs/results/compare-turbo4 \
+        --json docs/results/few-step.json --plot docs/results/few-step.png
+
+(one folder of rows per regime: the comparison aggregates a folder's rows by method and settings, so two step
+counts of one setting must not share a folder).
 
 Regimes: ``teacher-25`` (pipeline ``tiny``, 25 steps), ``teacher-8`` (``tiny``, 8 steps), ``turbo-4``
 (``tiny-turbo``, 4 steps). The rule (docs/few-step.md, "The decision rule"): a setting is eligible at mean

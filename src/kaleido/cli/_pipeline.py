@@ -49,7 +49,7 @@ def load_pipeline_arg(model: str, device: str, dtype: str, settings=None):
     """:func:`kaleido.tiny.pipeline.load_pipeline`, with a bad ``--model``, a ``--dtype`` the ``--device`` cannot run
     (fp16 on the CPU: refused before loading) and, given the run's ``settings``, a ``--height`` / ``--width`` the
     loaded pipeline cannot generate (:meth:`~kaleido.generation_settings.GenerationSettings.check_for`) as usage
-    errors."""
+    errors; a distilled student run off its step count or guidance gets one warning line."""
     from kaleido.integrations.evaluation import show_progress
     from kaleido.tiny.pipeline import check_dtype, load_pipeline
 
@@ -77,4 +77,7 @@ def load_pipeline_arg(model: str, device: str, dtype: str, settings=None):
             multiple = size_rule(pipe)[0]
             bad = [f"--{n}" for n in ("height", "width") if (getattr(settings, n) or multiple) % multiple]
             raise click.BadParameter(str(e), param_hint="/".join(bad)) from None
+        from kaleido.cli._prompts import echo_settings_problems
+
+        echo_settings_problems(pipe, settings)
     return pipe

@@ -18,13 +18,25 @@ def echo_prompt_problems(pipe, prompts, max_sequence_length: int | None) -> None
             click.echo(f"warning: {msg}", err=True)
 
 
+def echo_settings_problems(pipe, settings) -> None:
+    """``warning: <problem>`` once on stderr when a distilled student runs at a step count or guidance it was
+    not distilled for (:func:`kaleido.tiny.pipeline.distillation_message`)."""
+    from kaleido.tiny.pipeline import distillation_message
+
+    if getattr(pipe, "distilled", False):
+        msg = distillation_message(pipe.demo, settings.num_inference_steps, settings.guidance_scale)
+        if msg:
+            click.echo(f"warning: {msg}", err=True)
+
+
 @contextlib.contextmanager
 def prompt_warnings_shown():
-    """Inside: the library's :class:`~kaleido.tiny.pipeline.PromptWarning` stays quiet, since
-    :func:`echo_prompt_problems` already printed each problem once (instead of once per generation,
+    """Inside: the library's :class:`~kaleido.tiny.pipeline.PromptWarning` and ``DistillationWarning`` stay quiet,
+    since :func:`echo_prompt_problems` / :func:`echo_settings_problems` already printed each problem once (instead of once per generation,
     with a source line)."""
-    from kaleido.tiny.pipeline import PromptWarning
+    from kaleido.tiny.pipeline import DistillationWarning, PromptWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PromptWarning)
+        warnings.simplefilter("ignore", DistillationWarning)
         yield

@@ -46,10 +46,16 @@ TINY_DEMO = GenerationSettings(height=64, width=64, num_frames=17, num_inference
 TINY_96_DEMO = TINY_DEMO.overridden(height=96, width=96)
 
 
+#: the few-step student's demo: 4 steps, one transformer call per step (guidance distilled into it;
+#: :mod:`kaleido.tiny.distill`), at the shipped model's size
+TINY_TURBO_DEMO = TINY_DEMO.overridden(num_inference_steps=4, guidance_scale=1.0)
+
+
 @dataclass(frozen=True)
 class TinyVariant:
-    """A shipped resolution of the miniature pipeline: its own transformer (``None``: the shipped pipeline's)
-    in ``kaleido/assets/<transformer>/transformer``, everything else shared with ``tiny``."""
+    """A shipped variant of the miniature pipeline: its own transformer (``None``: the shipped pipeline's)
+    in ``kaleido/assets/<transformer>/transformer`` and, for a distilled student, its own scheduler config
+    beside it (``<transformer>/scheduler``: the sigmas it was distilled for); everything else shared with ``tiny``."""
 
     name: str
     demo: GenerationSettings
@@ -57,12 +63,17 @@ class TinyVariant:
     #: the packaged KaleidoConfig calibrated for this model (``kaleido calibrate``), used when none is given
     #: (:func:`kaleido.integrations.config.default_config` looks it up)
     config: str | None = None
+    #: a distilled student: its scheduler ships beside its transformer, and it warns when called at another
+    #: step count or guidance than its demo's
+    distilled: bool = False
 
 
 #: ``--model`` names of the shipped miniature pipelines
 TINY_VARIANTS = {
     "tiny": TinyVariant("tiny", TINY_DEMO, config="tiny-default"),
     "tiny-96": TinyVariant("tiny-96", TINY_96_DEMO, transformer="tiny-wan-96"),
+    "tiny-turbo": TinyVariant("tiny-turbo", TINY_TURBO_DEMO, transformer="tiny-wan-turbo", config="tiny-turbo-default",
+                              distilled=True),
 }
 
 
@@ -74,6 +85,23 @@ def demo_settings(model: str) -> GenerationSettings:
 
 class PromptWarning(UserWarning):
     """A prompt the model will not read as written: words outside its vocabulary, or too many tokens."""
+
+
+class DistillationWarning(UserWarning):
+    """A distilled student called at a step count or guidance it was not distilled for (it runs, off its training)."""
+
+
+def distillation_message(demo: GenerationSettings, steps: int | None, guidance: float | None) -> str | None:
+    """One line when a student distilled for ``demo``'s steps and guidance is called with others, else ``None``."""
+    off = []
+    if steps is not None and steps != demo.num_inference_steps:
+        off.append(f"{steps} steps")
+    if guidance is not None and guidance != demo.guidance_scale:
+        off.append(f"guidance {guidance:g}")
+    if not off:
+        return None
+    return (f"this model was distilled for {demo.num_inference_steps} steps at guidance {demo.guidance_scale:g} "
+            f"(one transformer call per step); called with {' and '.join(off)} it runs outside what it learned")
 
 
 def unknown_words(tokenizer, prompt: str) -> list[str]:
@@ -131,6 +159,9 @@ class TinyWanPipeline(WanPipeline):
 
     #: the call defaults (``load_pipeline("tiny-96")`` sets :data:`TINY_96_DEMO`)
     demo: GenerationSettings = TINY_DEMO
+    #: a distilled student (``load_pipeline("tiny-turbo")``): warns (:class:`DistillationWarning`) when called at
+    #: another step count or guidance than :attr:`demo`'s
+    distilled: bool = False
 
     def __call__(self, prompt=None, negative_prompt=None, height=None, width=None, num_frames=None,
                  num_inference_steps=None, guidance_scale=None, *args, max_sequence_length=None, **kwargs):
@@ -142,6 +173,10 @@ class TinyWanPipeline(WanPipeline):
         num_inference_steps = d.num_inference_steps if num_inference_steps is None else num_inference_steps
         guidance_scale = d.guidance_scale if guidance_scale is None else guidance_scale
         max_sequence_length = d.max_sequence_length if max_sequence_length is None else max_sequence_length
+        if self.distilled:
+            msg = distillation_message(d, num_inference_steps, guidance_scale)
+            if msg:
+                warnings.warn(msg, DistillationWarning, stacklevel=2)
         for p in [prompt] if isinstance(prompt, str) else list(prompt or []):
             for msg in (unknown_words_message(self.tokenizer, p),
                         truncation_message(self.tokenizer, p, max_sequence_length)):
@@ -170,8 +205,9 @@ def resolve_model(model: str) -> str:
         if not (path / "model_index.json").exists():
             raise ValueError(f"the tiny pipeline is missing at {path}; run `kaleido train-tiny --ship` to build it")
         if TINY_VARIANTS[model].transformer and not (variant_transformer_path(model) / "config.json").is_file():
+            build = "kaleido.tiny.distill" if TINY_VARIANTS[model].distilled else "kaleido.tiny.finetune"
             raise ValueError(f"the {model} variant's transformer is missing at {variant_transformer_path(model)}; "
-                             "build it with `python -m kaleido.tiny.finetune` (docs/model-card.md)")
+                             f"build it with `python -m {build}` (docs/model-card.md)")
         return str(path)
     folder = os.path.expanduser(model)
     if os.path.isdir(folder):
@@ -276,8 +312,15 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
         from diffusers import WanTransformer3DModel
 
         transformer = from_pretrained(WanTransformer3DModel, str(variant_transformer_path(model)), **dtype_kwarg(dt))
-        pipe = from_pretrained(TinyWanPipeline, source, transformer=transformer, **dtype_kwarg(dt))
+        parts = dict(transformer=transformer)
+        if variant.distilled:
+            from diffusers import FlowMatchEulerDiscreteScheduler
+
+            parts["scheduler"] = FlowMatchEulerDiscreteScheduler.from_pretrained(
+                str(variant_transformer_path(model).parent / "scheduler"))
+        pipe = from_pretrained(TinyWanPipeline, source, **parts, **dtype_kwarg(dt))
         pipe.demo = variant.demo
+        pipe.distilled = variant.distilled
     elif variant is not None or saved == TinyWanPipeline.__name__:
         # a folder written by ``load_pipeline("tiny").save_pretrained(...)``: the same defaults again
         pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dt))

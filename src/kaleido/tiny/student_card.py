@@ -135,6 +135,7 @@ def main() -> None:  # pragma: no cover - a measurement: python -m kaleido.tiny.
     card["seconds"] = round(time.time() - t0, 1)
     text = json.dumps(card, indent=1)
     if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         write_atomic(a.json, text)
     print(text)
 
