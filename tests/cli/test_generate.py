@@ -114,3 +114,22 @@ def test_generate_on_the_shipped_tiny_pipeline(tmp_path):
     m = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert m["transformer_class"] == "WanTransformer3DModel"
     assert m["runs"][0]["reuse"]["per_op"]["self_qk"]["dense_macs"] > 0
+
+
+def test_generate_on_the_distilled_student_uses_its_defaults_and_config(tmp_path):
+    """``--model tiny-turbo`` offline: 4 steps, one transformer call per step, its calibrated config."""
+    from kaleido.integrations.config import KaleidoConfig
+
+    r = CliRunner().invoke(cli, ["generate", "--model", "tiny-turbo", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "distilled for" not in r.output  # its own defaults: no warning
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["settings"]["num_inference_steps"] == 4 and m["settings"]["guidance_scale"] == 1.0
+    per_op = m["runs"][0]["reuse"]["per_op"]["self_qk"]
+    # 4 calls x 4 layers x batch 1 of (2 heads x 1280 x 1280 x 64): one call per step, no unconditional half
+    assert per_op["dense_macs"] == 4 * 4 * 2 * 1280 * 1280 * 64
+    used = KaleidoConfig.load(str(tmp_path / "o" / "config.yaml"))
+    assert used.to_dict() == KaleidoConfig.load("tiny-turbo-default").to_dict()
+    off = CliRunner().invoke(cli, ["generate", "--model", "tiny-turbo", "--steps", "2", "--out", str(tmp_path / "p")])
+    assert off.exit_code == 0, off.output
+    assert sum("distilled for 4 steps" in line for line in off.output.splitlines()) == 1
