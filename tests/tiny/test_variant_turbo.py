@@ -40,7 +40,8 @@ def test_loads_by_name_with_its_own_defaults_and_schedule(turbo):
 
 def test_one_transformer_call_per_step_and_deterministic(turbo):
     calls = []
-    h = turbo.transformer.register_forward_pre_hook(lambda m, a, k: calls.append(k["hidden_states"].shape[0]))
+    h = turbo.transformer.register_forward_pre_hook(lambda m, a, k: calls.append(k["hidden_states"].shape[0]),
+                                                with_kwargs=True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", DistillationWarning)  # its own defaults: no warning
