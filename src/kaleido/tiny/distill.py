@@ -220,10 +220,9 @@ def states_at(states: torch.Tensor, teacher_sigmas: list[float], sigma: float) -
 
 # ------------------------------------------------------------------------------------------------ training
 def _lr(cfg: DistillConfig, step: int) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.train_steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    from kaleido.tiny.train_transformer import warmup_cosine
+
+    return warmup_cosine(cfg.lr, step, cfg.warmup, cfg.train_steps, 0.1)
 
 
 def rollout(transformer, x: torch.Tensor, sigmas: list[float], text: torch.Tensor) -> torch.Tensor:
@@ -369,19 +368,9 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
     p.add_argument("--stop-after", choices=["trajectories"], default=None)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
-    cfg = DistillConfig(out_dir=a.out, threads=a.threads)
-    if a.trajectories is not None:
-        cfg.n_trajectories = a.trajectories
-    if a.train_steps is not None:
-        cfg.train_steps = a.train_steps
-    if a.steps is not None:
-        cfg.student_steps = a.steps
-    if a.lr is not None:
-        cfg.lr = a.lr
-    if a.rollout_fraction is not None:
-        cfg.rollout_fraction = a.rollout_fraction
-    if a.shift_terminal is not None:
-        cfg.student_shift_terminal = a.shift_terminal
+    given = {"n_trajectories": a.trajectories, "train_steps": a.train_steps, "student_steps": a.steps, "lr": a.lr,
+             "rollout_fraction": a.rollout_fraction, "student_shift_terminal": a.shift_terminal}
+    cfg = DistillConfig(out_dir=a.out, threads=a.threads, **{k: v for k, v in given.items() if v is not None})
     print(run_distill(cfg, stop_after=a.stop_after))
 
 

@@ -180,11 +180,17 @@ def save_gif(clip01: np.ndarray, path: Path, scale: int = 2, fps: int = 8) -> No
         frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
 
 
+def sample_stem(prompt: str) -> str:
+    """A sample's file name without suffix: ``"a red circle moving left on a striped background"`` ->
+    ``"a_red_circle_moving_left_striped"``."""
+    return prompt.replace(" on a ", "_").replace(" background", "").replace(" ", "_")
+
+
 def save_samples(pipe, samples_dir: Path, seed: int = 0) -> list[str]:
     samples_dir.mkdir(parents=True, exist_ok=True)
     names = []
     for prompt in SAMPLE_PROMPTS:
-        name = prompt.replace(" on a ", "_").replace(" background", "").replace(" ", "_") + ".gif"
+        name = sample_stem(prompt) + ".gif"
         save_gif(generate(pipe, prompt, seed), samples_dir / name)
         names.append(name)
     return names

@@ -70,7 +70,7 @@ def measure(prompts, seeds=(0, 1), samples_dir: Path | None = None, progress: bo
     from kaleido.metrics import compare_videos
     from kaleido.tiny.evaluate import check_prompt_following
     from kaleido.tiny.pipeline import TINY_DEMO, load_pipeline
-    from kaleido.tiny.report import save_gif
+    from kaleido.tiny.report import sample_stem, save_gif
 
     teacher, student = load_pipeline("tiny"), load_pipeline("tiny-turbo")
     for p in (teacher, student):
@@ -101,7 +101,7 @@ def measure(prompts, seeds=(0, 1), samples_dir: Path | None = None, progress: bo
                 r.prompts.append(prompt)
                 if name == "student-4" and samples_dir is not None and seed == seeds[0]:
                     samples_dir.mkdir(parents=True, exist_ok=True)
-                    stem = prompt.replace(" on a ", "_").replace(" background", "").replace(" ", "_")
+                    stem = sample_stem(prompt)
                     save_gif(video, samples_dir / f"{stem}.gif")
                     save_gif(ref, samples_dir / f"{stem}_teacher25.gif")
             if progress:

@@ -178,11 +178,16 @@ def optimiser_step(model, ema, opt, loss: torch.Tensor, ema_decay: float, step: 
             pe.lerp_(pm, 1 - d)
 
 
+def warmup_cosine(lr: float, step: int, warmup: int, total: int, floor: float) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine from ``lr`` down to ``floor * lr`` at ``total``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
 def lr_at(cfg: TransformerTrainConfig, step: int) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    return warmup_cosine(cfg.lr, step, cfg.warmup, cfg.steps, 0.05)
 
 
 def fixed_validation_draws(n: int, shape: tuple[int, ...], sigmas: list[float], seed: int = 1234):
