@@ -37,7 +37,7 @@ AXES = {
 
 
 def _config(axes: list[str]):
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
 
     d = KaleidoConfig().to_dict()
     d["ops"]["self_qk"]["axes"] = list(axes)

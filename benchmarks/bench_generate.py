@@ -44,14 +44,14 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     import kaleido
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
     from kaleido.generation_settings import GenerationSettings
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, generate
-    from kaleido.integrations.config import default_config
+    from kaleido.evaluation.generate import EVAL_PROMPTS, generate
+    from kaleido.techniques.kaleido_reuse.config import default_config
     from kaleido.tiny.pipeline import TINY_DEMO, load_pipeline
 
     if args.model == "random":
-        from kaleido.integrations.testing import tiny_random_wan_pipeline
+        from kaleido.models.testing import tiny_random_wan_pipeline
 
         pipe = tiny_random_wan_pipeline()
         settings = TINY_DEMO

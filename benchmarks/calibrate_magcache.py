@@ -1,7 +1,7 @@
 """MagCache's magnitude ratios of a comparison pipeline at a step count, measured with diffusers' calibration mode.
 
 The ratios the comparison's MagCache points use (``src/kaleido/assets/magcache_ratios.json``, keyed by pipeline
-and step count; :func:`kaleido.baselines.step_cache.calibrated_mag_ratios` reads them) come from this script: one
+and step count; :func:`kaleido.techniques.step_cache.calibrated_mag_ratios` reads them) come from this script: one
 generation of the first default prompt, seed 0, at the pipeline's own settings (guidance...) and ``--steps``
 denoising steps (default: the pipeline's), with ``make_method("magcache", calibrate=True)``.  It prints the
 ratios of each cache context (``"cond"``, and ``"uncond"`` under separate guidance calls) as JSON; ``--write``
@@ -27,7 +27,7 @@ def calibrate(pipeline: str, steps: int | None = None, prompt_index: int = 0, se
 
     import torch
 
-    from kaleido.baselines import make_method
+    from kaleido.techniques import make_method
     from kaleido.compare.grids import DEFAULT_PROMPTS
     from kaleido.compare.pipelines import load_pipeline
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = calibrate(args.pipeline, steps)
     print(json.dumps({k: [round(r, 5) for r in v] for k, v in ratios.items()}))
     if args.write:
-        from kaleido.baselines.step_cache import write_mag_ratios
+        from kaleido.techniques.step_cache import write_mag_ratios
 
         n = len(ratios["cond"])
         print(f"wrote {n} ratios for {args.pipeline!r} at {n} steps to {write_mag_ratios(args.pipeline, n, ratios['cond'])}")

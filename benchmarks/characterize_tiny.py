@@ -14,7 +14,7 @@ writes
 * ``docs/characterization.md``: the write-up, generated from those JSON files.
 
 Calibration prompts: ``CALIBRATION_PROMPTS`` (3); held-out: every other one of
-``EVAL_PROMPTS`` (4); both from :mod:`kaleido.integrations.evaluation`, disjoint.
+``EVAL_PROMPTS`` (4); both from :mod:`kaleido.evaluation.generate`, disjoint.
 Options: ``--target-psnr``, ``--budget``, ``--margin``, ``--seeds``, ``--steps``, ``--doc-only`` (rewrite
 the Markdown from the existing JSON files).
 """
@@ -52,8 +52,8 @@ def main() -> None:
     a = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from kaleido.integrations.evaluation import CALIBRATION_PROMPTS, EVAL_PROMPTS
-    from kaleido.integrations.prompts import write_prompts
+    from kaleido.evaluation.generate import CALIBRATION_PROMPTS, EVAL_PROMPTS
+    from kaleido.prompts import write_prompts
 
     OUT.mkdir(parents=True, exist_ok=True)
     calib, heldout = OUT / "calibration_prompts.txt", OUT / "heldout_prompts.txt"

@@ -28,7 +28,7 @@ def run(pipe, call: dict, method, prompt: str, seed: int = 0):
     ``(step, slot, served)`` - served: no GEMM of the last block ran (a diffusers cache's block hooks return
     early inside the block's call, so a forward hook on the block itself would fire either way)."""
     from kaleido.generation_settings import GenerationSettings
-    from kaleido.integrations.evaluation import generate
+    from kaleido.evaluation.generate import generate
 
     handle = method.apply(pipe.transformer)
     last = handle.shapes.n_layers - 1
@@ -50,12 +50,12 @@ def run(pipe, call: dict, method, prompt: str, seed: int = 0):
 
 def cross_check(pipeline: str, threshold: float, n_prompts: int, steps: int | None = None) -> list[dict]:
     """Per prompt: the two caches' per-step decisions, their disagreements and their PSNR against dense."""
-    from kaleido.baselines import make_method
+    from kaleido.techniques import make_method
     from kaleido.compare.grids import DEFAULT_PROMPTS
     from kaleido.compare.pipelines import load_pipeline
     from kaleido.generation_settings import GenerationSettings
-    from kaleido.harness import video_quality
-    from kaleido.integrations.evaluation import generate
+    from kaleido.evaluation.harness import video_quality
+    from kaleido.evaluation.generate import generate
 
     pipe, call = load_pipeline(pipeline)
     pipe.set_progress_bar_config(disable=True)

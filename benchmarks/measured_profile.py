@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from kaleido.hw.trace_adapter import profile_from_trace
-from kaleido.integrations.evaluation import EVAL_PROMPTS
+from kaleido.evaluation.generate import EVAL_PROMPTS
 from kaleido.trace import ReuseTrace
 
 ROOT = Path(__file__).resolve().parent.parent

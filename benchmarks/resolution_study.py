@@ -17,7 +17,7 @@ transformer fine-tuned at that size, :mod:`kaleido.tiny.finetune`) and reports, 
 * the accelerator designs (dense array, Kaleido, AdapTiV-, EXION-, Cambricon-D-class) at each grid, from a
   small ``kaleido compare`` sweep run on that pipeline (``kaleido.report.accel.design_table``).
 
-The evaluation prompts (``kaleido.integrations.evaluation.EVAL_PROMPTS``) were seen by no tuning or
+The evaluation prompts (``kaleido.evaluation.generate.EVAL_PROMPTS``) were seen by no tuning or
 calibration. ::
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/resolution_study.py --json docs/results/resolution.json \\
@@ -118,7 +118,7 @@ def delta_table(rows: list[dict]) -> dict:
 
 
 def quality_and_savings(pipe, config, dense, settings) -> tuple[list[dict], list]:
-    from kaleido.integrations.evaluation import kaleido_runs
+    from kaleido.evaluation.generate import kaleido_runs
 
     results = kaleido_runs(pipe, config, dense, settings, progress=False, lpips=False)
     rows = [{"prompt": r.prompt, "seed": r.seed, "psnr": r.comparison.psnr_mean_db, "ssim": r.comparison.ssim_mean,
@@ -204,8 +204,8 @@ def design_tables(pipeline: str, prompts: int, steps: int, results_dir: Path, gr
 
 def run_grid(name: str, model: str, a) -> tuple[dict, list]:
     from kaleido.compare.threshold_sweep import point_config
-    from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, settings_for
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
+    from kaleido.evaluation.generate import EVAL_PROMPTS, settings_for
     from kaleido.tiny.pipeline import load_pipeline
 
     t0 = time.time()

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from kaleido.atomic import write_atomic
     from kaleido.calibration import SweepEvaluator
     from kaleido.compare.grids import DEFAULT_PROMPTS
-    from kaleido.integrations.config import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
     from kaleido.tiny.pipeline import demo_settings
 
     cfg = KaleidoConfig.load(args.config)

@@ -122,7 +122,7 @@ def _tiny_trace():
     from diffusers import WanTransformer3DModel
 
     import kaleido
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
     from kaleido.reuse import ReuseConfig
 
     torch.manual_seed(0)
@@ -137,7 +137,7 @@ def _tiny_trace():
 
 
 def test_interrupted_trace_save_keeps_the_old_trace(tmp_path, monkeypatch):
-    from kaleido.integrations import ReuseTrace
+    from kaleido.trace import ReuseTrace
 
     trace = _tiny_trace()
     out = trace.save(tmp_path / "trace.safetensors")

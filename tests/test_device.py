@@ -54,7 +54,7 @@ def test_cuda_build_without_a_visible_gpu(monkeypatch):
 
 @pytest.mark.skipif(not NO_GPU, reason="this machine has a CUDA GPU")
 def test_library_loaders_refuse_before_loading():
-    from kaleido.integrations.evaluation import load_any_pipeline
+    from kaleido.evaluation.generate import load_any_pipeline
     from kaleido.tiny.pipeline import load_pipeline
 
     with pytest.raises(ValueError, match="CPU-only build"):

@@ -31,7 +31,7 @@ def test_bad_values_and_keys_are_one_line_errors():
 
 
 def test_the_tiny_demo_and_the_harness_defaults_are_generation_settings():
-    from kaleido.integrations.evaluation import settings_for
+    from kaleido.evaluation.generate import settings_for
     from kaleido.tiny.pipeline import TINY_DEMO
 
     assert isinstance(TINY_DEMO, GenerationSettings) and TINY_DEMO.to_dict() == TINY_DEMO.call_kwargs()

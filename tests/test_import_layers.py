@@ -36,68 +36,61 @@ ROOT = "kaleido"
 #: the layers, lowest first, and the units in each
 LAYERS: dict[str, tuple[str, ...]] = {
     "files": ("atomic",),  # crash-safe result writing
-    "base": ("ops", "device", "generation_settings", "metrics", "video_io"),  # vocabularies and plain utilities
+    "base": ("ops", "device", "generation_settings", "metrics", "prompts", "video_io"),  # vocabularies, utilities
+    "families": ("families",),  # what each vDiT family is made of (GEMMs, shaping config keys), no model loaded
     "core": ("reuse",),  # the reuse decision, GEMM and attention on tensors; ModeMap, OpCounts
     "model": ("tiny",),  # the miniature model, its training, and the one pipeline loader
     "trace": ("trace",),  # ReuseTrace: what a technique decided, in one format
-    "runtime": ("integrations",),  # model adapters, the Kaleido runtime, the generation harness
-    "techniques": ("baselines",),  # every other technique, behind one Method interface
-    "front door": ("techniques",),  # kaleido.apply / remove for Kaleido, every baseline and stacks
+    "models": ("models",),  # one adapter per diffusers family: GEMM sites, token grid, RoPE groups, attention plug
+    "techniques": ("techniques",),  # Kaleido and every other technique, their registry and kaleido.apply / remove
     "simulator": ("hw",),  # the accelerator simulator: consumes traces, mode maps and op counts
-    "evaluation": ("harness", "characterize", "calibration", "compare"),  # measurements over generations
+    "evaluation": ("evaluation", "characterize", "calibration", "compare"),  # measurements over generations
     "apps": ("simulation", "report"),  # what `kaleido simulate` runs; the HTML report from results
     "cli": ("cli",),  # argument parsing, one library call, printing
     "package": (ROOT,),  # kaleido/__init__.py: lazy names only
 }
 
-_BELOW_RUNTIME = {"files", "base", "core", "model", "trace"}
-_BELOW_EVALUATION = _BELOW_RUNTIME | {"runtime", "techniques", "front door"}
+_BELOW_MODELS = {"files", "base", "families", "core", "model", "trace"}
+_BELOW_EVALUATION = _BELOW_MODELS | {"models", "techniques"}
 
 #: the layers each layer may import (its own only where listed: units of one layer otherwise stay apart)
 MAY_IMPORT: dict[str, set[str]] = {
     "files": set(),
     "base": {"files"},
+    "families": {"files", "base"},
     "core": {"files", "base"},
     "model": {"files", "base"},
     "trace": {"files", "base", "core"},
-    "runtime": set(_BELOW_RUNTIME),
-    "techniques": _BELOW_RUNTIME | {"runtime"},
-    "front door": _BELOW_RUNTIME | {"runtime", "techniques"},
-    "simulator": {"files", "base", "core", "trace"},  # never a model, a technique or diffusers
-    "evaluation": _BELOW_EVALUATION | {"evaluation"},
+    "models": {"files", "base", "families", "core", "model"},  # the adapters never see a technique or a trace
+    "techniques": set(_BELOW_EVALUATION) - {"techniques"},
+    "simulator": {"files", "base", "families", "core", "trace"},  # never a model, a technique or diffusers
+    "evaluation": _BELOW_EVALUATION | {"evaluation", "simulator"},  # a row keeps its traces' simulator profiles
     "apps": _BELOW_EVALUATION | {"evaluation", "simulator"},
     "cli": _BELOW_EVALUATION | {"evaluation", "simulator", "apps"},
     "package": set(),
 }
 
 #: modules that are a unit of their own, though they live in another unit's folder (the trace was one,
-#: ``kaleido.integrations.trace``, before it became the package ``kaleido.trace``; that module is now a re-export)
+#: ``kaleido.techniques.kaleido_reuse.trace``, before it became the package ``kaleido.trace``; that module is now a re-export)
 UNIT_OF_MODULE: dict[str, str] = {}
 
 #: third-party top-level packages a layer must run without (it runs with no model loaded)
 NO_THIRD_PARTY: dict[str, tuple[str, ...]] = {
-    layer: ("diffusers", "transformers") for layer in ("files", "base", "core", "trace", "simulator")
+    layer: ("diffusers", "transformers") for layer in ("files", "base", "families", "core", "trace", "simulator")
 }
 
 #: imports against the layer direction that are still there: (importing module, imported module) -> why
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("kaleido.baselines.kaleido_method", "kaleido.hw.trace_adapter"):
-        "Kaleido's technique report carries its trace's simulator profile (extra['hw_profile'], kept in committed "
-        "comparison rows); the simulator or the comparison can build it from the recorded trace",
-    ("kaleido.baselines.accel_trace", "kaleido.hw.baseline_replay"):
-        "the accelerator recorder puts its trace's BaselineProfile in handle.report().extra['accel_profile']; "
-        "the simulator can build it from the recorded trace",
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 #: private diffusers imports (a dotted part starting with ``_``) still there: (importing module, what) -> why
 PRIVATE_DIFFUSERS_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("kaleido.baselines.step_cache", "diffusers.hooks._common._ALL_TRANSFORMER_BLOCK_IDENTIFIERS"):
+    ("kaleido.techniques.step_cache", "diffusers.hooks._common._ALL_TRANSFORMER_BLOCK_IDENTIFIERS"):
         "owned by the technique registry change; diffusers (0.42) has no public way to ask which block lists "
         "its block caches (FirstBlockCache, MagCache) hook, which the step caches check to refuse a model in one line",
-    ("kaleido.baselines.step_cache", "diffusers.hooks._helpers.TransformerBlockRegistry"):
+    ("kaleido.techniques.step_cache", "diffusers.hooks._helpers.TransformerBlockRegistry"):
         "owned by the technique registry change; diffusers (0.42) has no public way to ask which block classes "
         "its block caches can hook",
-    ("kaleido.baselines.step_cache", "diffusers.hooks.mag_cache._MAG_CACHE_LEADER_BLOCK_HOOK"):
+    ("kaleido.techniques.step_cache", "diffusers.hooks.mag_cache._MAG_CACHE_LEADER_BLOCK_HOOK"):
         "owned by the technique registry change; diffusers (0.42) does not export the name of MagCache's "
         "leader-block hook",
 }

@@ -104,7 +104,7 @@ def test_the_scan_sees_each_pattern_and_leaves_ordinary_code_alone():
     bad = '''
 import numpy as np
 from . import exion
-from kaleido.baselines import attention_core
+from kaleido.techniques import attention_core
 
 def attach(handle, ledger, rec):
     original = ledger.add
@@ -130,7 +130,7 @@ class Recorder:
     def trace(self):
         return None
 '''
-    found = patches(bad, "kaleido.baselines")
+    found = patches(bad, "kaleido.techniques")
     assert [f.split(":")[0] for f in found] == [f"line {n}" for n in (15, 16, 17, 18, 19, 20, 21, 22, 23, 24)], found
     ok = '''
 import torch
@@ -151,7 +151,7 @@ class Handle:
     def method(self):
         return None
 '''
-    assert patches(ok, "kaleido.baselines") == []
+    assert patches(ok, "kaleido.techniques.catalog") == []
 
 
 def test_no_module_patches_another():

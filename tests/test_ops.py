@@ -1,7 +1,7 @@
 """The op vocabulary (kaleido.ops): one table, and every other layer's names of an op kind derived from it.
 
 What Kaleido's integration records on the tiny models is checked in
-tests/integrations/test_op_vocabulary.py (the tiny-model fixtures live there).
+tests/techniques/kaleido_reuse/test_op_vocabulary.py (on the family fixtures of tests/conftest.py).
 """
 
 import pytest
@@ -58,7 +58,7 @@ def test_the_simulator_reads_the_reusable_trace_ops_only():
 
 
 def test_config_switches_are_the_vocabularys():
-    from kaleido.integrations.config import OP_SWITCH_OF, OP_SWITCHES, KaleidoConfig
+    from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF, OP_SWITCHES, KaleidoConfig
     from kaleido.trace import DENSE_OP
 
     assert OP_SWITCHES == SWITCHES and OP_SWITCH_OF == SWITCH_OF
@@ -68,8 +68,8 @@ def test_config_switches_are_the_vocabularys():
 
 
 def test_baselines_ledger_kinds_are_the_block_ops():
-    from kaleido.baselines.base import OP_KINDS, UNIT_KINDS
-    from kaleido.baselines.kaleido_method import KaleidoSettings
+    from kaleido.techniques.base import OP_KINDS, UNIT_KINDS
+    from kaleido.techniques.kaleido_reuse.method import KaleidoSettings
 
     assert tuple(OP_KINDS) == tuple(k.value for k in ALL_BLOCK_OPS)  # BLOCK_OPS + fused_out (HunyuanVideo)
     assert {u: set(ks) for u, ks in UNIT_KINDS.items()} == {u: {k.value for k in ks} for u, ks in UNIT_OPS.items()}

@@ -50,7 +50,7 @@ def test_generate_writes_the_labelled_side_by_side(tmp_path):
     from click.testing import CliRunner
 
     from kaleido.cli.main import cli
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
     from kaleido.video_io import read_video
 
     tiny_random_wan_pipeline().save_pretrained(str(tmp_path / "p"), safe_serialization=True)

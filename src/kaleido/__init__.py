@@ -3,8 +3,13 @@
 Parts (one sub-package each):
 
 * :mod:`kaleido.reuse` - the reuse decision and the reuse GEMM / attention (SPEC §2-4);
-* :mod:`kaleido.integrations` - the drop-in for diffusers' vDiT models;
+* :mod:`kaleido.trace` - what a technique decided, in one format;
+* :mod:`kaleido.models` - one adapter per diffusers vDiT family;
+* :mod:`kaleido.techniques` - Kaleido (:mod:`kaleido.techniques.kaleido_reuse`) and every technique it is compared
+  with, behind one registry and ``kaleido.apply`` / ``kaleido.remove``;
 * :mod:`kaleido.tiny` - the miniature Wan pipeline trained here and shipped;
+* :mod:`kaleido.evaluation`, :mod:`kaleido.calibration`, :mod:`kaleido.compare` - generating, calibrating and
+  comparing on a pipeline;
 * :mod:`kaleido.hw` - the accelerator simulator (SPEC §5);
 * :mod:`kaleido.cli` - the ``kaleido`` command.
 """
@@ -15,18 +20,18 @@ __version__ = "0.1.0"
 _LAZY = {
     "apply": "kaleido.techniques",
     "remove": "kaleido.techniques",
-    "get_trace": "kaleido.integrations.apply",
-    "reset": "kaleido.integrations.apply",
-    "set_num_steps": "kaleido.integrations.apply",
-    "KaleidoConfig": "kaleido.integrations.config",
+    "get_trace": "kaleido.techniques.kaleido_reuse.apply",
+    "reset": "kaleido.techniques.kaleido_reuse.apply",
+    "set_num_steps": "kaleido.techniques.kaleido_reuse.apply",
+    "KaleidoConfig": "kaleido.techniques.kaleido_reuse.config",
     "ReuseTrace": "kaleido.trace",
 }
 
 
 #: sub-packages reachable as attributes after a bare ``import kaleido`` (``kaleido.tiny.pipeline`` etc.),
 #: imported on first use
-_SUBPACKAGES = ("baselines", "characterize", "cli", "compare", "hw", "integrations", "metrics", "report", "reuse",
-                "tiny", "video_io")
+_SUBPACKAGES = ("calibration", "characterize", "cli", "compare", "evaluation", "hw", "metrics", "models", "report",
+                "reuse", "techniques", "tiny", "trace", "video_io")
 
 #: modules a sub-package's attribute access also loads (``kaleido.tiny`` has no imports of its own)
 _WITH_MODULES = {"tiny": ("kaleido.tiny.pipeline",)}

@@ -1,7 +1,7 @@
 """``GenerationSettings``: the keyword arguments a video pipeline is called with, defined once.
 
 Every generation Kaleido runs - ``kaleido generate`` / ``sweep`` / ``characterize`` / ``calibrate``
-(:mod:`kaleido.integrations.evaluation`), the comparison of baselines (:mod:`kaleido.harness`,
+(:mod:`kaleido.evaluation.generate`), the comparison of baselines (:mod:`kaleido.evaluation.harness`,
 whose sweep rows store them as ``call`` dicts) and the tiny pipeline's own call defaults
 (:data:`kaleido.tiny.pipeline.TINY_DEMO`) - takes its size, length, steps and guidance from this
 dataclass. The field names are diffusers' (``WanPipeline.__call__``), so

@@ -1,6 +1,6 @@
 """The op vocabulary: every GEMM kind of a vDiT block, named once.
 
-Trace records, :class:`~kaleido.integrations.KaleidoConfig` switches, the baselines'
+Trace records, :class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` switches, the baselines'
 MAC ledgers, the simulator's workloads (:mod:`kaleido.hw.workloads`) and the report
 all name a GEMM by an :class:`OpKind`; every other name of it is derived here:
 
@@ -8,7 +8,7 @@ all name a GEMM by an :class:`OpKind`; every other name of it is derived here:
   (``"self_qk"``);
 * :attr:`OpInfo.hw`: the simulator workload's op kind (``"self_attn_qk"``; the
   workloads group ``fused_out`` with ``ffn_down``);
-* :attr:`OpInfo.switch`: the :class:`~kaleido.integrations.KaleidoConfig` switch that
+* :attr:`OpInfo.switch`: the :class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` switch that
   turns reuse on it on or off (``None``: never reused);
 * :attr:`OpInfo.unit`: the block unit that runs it (``"attn1"`` self-attention,
   ``"attn2"`` cross-attention, ``"ffn"`` feed-forward): a unit a step cache skips

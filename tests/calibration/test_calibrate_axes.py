@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig
-from kaleido.integrations.calibrate import calibrate_axes
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
+from kaleido.calibration.axes import calibrate_axes
 from kaleido.reuse import ReuseConfig
 
 
@@ -27,7 +27,7 @@ def test_calibration_picks_the_constant_axis(constant_axis, wan_model):
 
     base = KaleidoConfig(reuse=ReuseConfig(2.0, 8.0))
     cfg, table = calibrate_axes(model, run, base)
-    assert not kaleido.integrations.is_applied(model)
+    assert not kaleido.techniques.kaleido_reuse.is_applied(model)
     assert set(table["proj"]["0"]) == {"t", "h", "w"}
     assert cfg.op_config("proj", 0).axes == (constant_axis,)
     assert table["proj"]["0"][constant_axis] > 0.5

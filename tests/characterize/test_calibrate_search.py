@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from kaleido.integrations import KaleidoConfig
-from kaleido.integrations.calibrate_target import (
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
+from kaleido.calibration.target import (
     Measure, SearchPoint, Target, build_config, calibrate_to_target, max_scale, scaled_thresholds,
 )
 

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from kaleido.generation_settings import GenerationSettings
-from kaleido.integrations.evaluation import generate
+from kaleido.evaluation.generate import generate
 
 SETTINGS = GenerationSettings(num_inference_steps=2, num_frames=5, height=32, width=32)
 
 
 @pytest.fixture(scope="module")
 def pipe():
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     p = tiny_random_wan_pipeline()
     p.set_progress_bar_config(disable=True)
@@ -22,7 +22,7 @@ def pipe():
 
 def test_capture_records_every_operand_and_computes_the_dense_video(pipe):
     from kaleido.characterize import Characterization, characterize_runs
-    from kaleido.integrations import is_applied
+    from kaleido.techniques.kaleido_reuse import is_applied
 
     rec, dense = characterize_runs(pipe, ["a red circle"], [3], SETTINGS, progress=False)
     assert not is_applied(pipe.transformer)

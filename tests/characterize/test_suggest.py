@@ -8,7 +8,7 @@ import torch
 
 from kaleido.characterize import Characterization, OperandRecorder
 from kaleido.characterize.suggest import layers_by_likeness, suggested_axes
-from kaleido.integrations import KaleidoConfig
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
 from kaleido.reuse import ChannelGroups, TokenGrid
 
 GRID = TokenGrid(4, 4, 4)

@@ -15,7 +15,7 @@ PROMPTS = ["a red circle", "a blue square", "a green triangle", "a yellow circle
 
 @pytest.fixture(scope="module")
 def pipe_dir(tmp_path_factory):
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     d = tmp_path_factory.mktemp("pipe") / "tiny-random-wan"
     tiny_random_wan_pipeline().save_pretrained(str(d), safe_serialization=True)
@@ -31,8 +31,8 @@ def prompts(tmp_path):
 
 def test_psnr_target_writes_a_loadable_config_that_meets_it(tmp_path, pipe_dir, prompts):
     import kaleido
-    from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     out = tmp_path / "cal" / "calibrated.yaml"
     r = CliRunner().invoke(cli, ["calibrate", "--model", str(pipe_dir), "--target-psnr", "25", "--prompts",

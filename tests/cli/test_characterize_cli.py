@@ -14,7 +14,7 @@ FAST = ["--steps", "2", "--frames", "5", "--height", "32", "--width", "32"]
 
 @pytest.fixture(scope="module")
 def pipe_dir(tmp_path_factory):
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     d = tmp_path_factory.mktemp("pipe") / "tiny-random-wan"
     tiny_random_wan_pipeline().save_pretrained(str(d), safe_serialization=True)

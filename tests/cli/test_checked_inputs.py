@@ -158,7 +158,7 @@ def test_the_rule_agrees_with_diffusers_check_inputs():
 
 
 def test_the_comparison_harness_refuses_a_size_before_generating():
-    from kaleido.harness import run_against_dense
+    from kaleido.evaluation.harness import run_against_dense
 
     method = SimpleNamespace(name="m", settings_dict=dict, apply=lambda t: pytest.fail("applied"))
     with pytest.raises(ValueError, match="^width 40 is not a multiple of 16"):

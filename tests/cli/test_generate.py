@@ -14,7 +14,7 @@ FAST = ["--steps", "2", "--frames", "5", "--height", "32", "--width", "32"]
 
 @pytest.fixture(scope="module")
 def pipe_dir(tmp_path_factory):
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     d = tmp_path_factory.mktemp("pipe") / "tiny-random-wan"
     tiny_random_wan_pipeline().save_pretrained(str(d), safe_serialization=True)
@@ -22,7 +22,8 @@ def pipe_dir(tmp_path_factory):
 
 
 def test_generate_writes_videos_metrics_and_trace(tmp_path, pipe_dir):
-    from kaleido.integrations import KaleidoConfig, ReuseTrace
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
+    from kaleido.trace import ReuseTrace
     from kaleido.video_io import read_video
 
     cfg = tmp_path / "cfg.yaml"
@@ -54,7 +55,7 @@ def test_generate_writes_videos_metrics_and_trace(tmp_path, pipe_dir):
 
 
 def test_generate_zero_thresholds_give_the_dense_video(tmp_path, pipe_dir):
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
 
     cfg = tmp_path / "dense.json"
     KaleidoConfig.dense().save(cfg)
@@ -90,7 +91,7 @@ def test_sweep_writes_csv_and_plot(tmp_path, pipe_dir):
 
 
 def test_calibrate_writes_a_config_with_axes(tmp_path, pipe_dir):
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
 
     out = tmp_path / "cal.yaml"
     r = CliRunner().invoke(cli, ["calibrate", "--model", str(pipe_dir), "--prompts", "1", "--out", str(out), *FAST])
@@ -118,7 +119,7 @@ def test_generate_on_the_shipped_tiny_pipeline(tmp_path):
 
 def test_generate_on_the_distilled_student_uses_its_defaults_and_config(tmp_path):
     """``--model tiny-turbo`` offline: 4 steps, one transformer call per step, its calibrated config."""
-    from kaleido.integrations.config import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 
     r = CliRunner().invoke(cli, ["generate", "--model", "tiny-turbo", "--out", str(tmp_path / "o")])
     assert r.exit_code == 0, r.output

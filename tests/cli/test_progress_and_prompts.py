@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from kaleido.generation_settings import GenerationSettings
-from kaleido.integrations.evaluation import dense_runs, prompt_problems, show_progress
+from kaleido.evaluation.generate import dense_runs, prompt_problems, show_progress
 
 SMALL = GenerationSettings(num_inference_steps=2, num_frames=5, height=32, width=32)
 
 
 @pytest.fixture(scope="module")
 def random_pipe():
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     return tiny_random_wan_pipeline()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kaleido.baselines.step_cache import calibrated_mag_ratios, write_mag_ratios
+from kaleido.techniques.step_cache import calibrated_mag_ratios, write_mag_ratios
 from kaleido.compare.grids import build_points, method_grid
 from kaleido.compare.points import settings_label
 from kaleido.compare.worker import run_point

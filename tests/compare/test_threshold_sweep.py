@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kaleido.compare.threshold_sweep import point_config
-from kaleido.integrations import KaleidoConfig
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
 
 
 def test_a_point_replaces_the_thresholds_of_every_op():

@@ -101,7 +101,7 @@ def test_the_device_label_names_the_machine():
 
 
 def test_every_registered_method_is_classified_in_one_place():
-    from kaleido.baselines import METHODS
+    from kaleido.techniques import METHODS
 
     assert all(saving_realised(m) in (TODAY, NEEDS_ACCELERATOR) for m in set(METHODS) - {"stack"})
     for m in ("kaleido", "adaptiv", "exion", "cambricon_d"):

@@ -91,7 +91,7 @@ def test_profile_json_round_trip_and_validation(tmp_path):
 def test_replay_of_a_recorded_trace():
     import torch
 
-    from kaleido.baselines import make_method
+    from kaleido.techniques import make_method
     from kaleido.compare.pipelines import load_pipeline
 
     pipe, call = load_pipeline("random-wan")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from kaleido.integrations.registry import attention_linears, block_linear_sites, ffn_linears
+from kaleido.models.adapter import attention_linears, block_linear_sites, ffn_linears
 
 
 def test_paths_resolve_to_the_blocks_modules():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig, get_trace, reset
+from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace, reset
 from kaleido.trace import DENSE_OP
 from kaleido.reuse import Mode, ReuseConfig
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig, get_trace
+from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
 from kaleido.reuse import TokenGrid
 
 LATENT_FHW = (3, 8, 10)  # latent frames, height, width; every model here patchifies 1 x 2 x 2
@@ -96,7 +96,7 @@ _COG_PIPES: dict[bool, object] = {}
 
 def _cog(rope: bool):
     def build():
-        from kaleido.integrations.testing import tiny_random_cogvideox_pipeline
+        from kaleido.models.testing import tiny_random_cogvideox_pipeline
 
         pipe = tiny_random_cogvideox_pipeline(rope=rope)
         _COG_PIPES[rope] = pipe  # the rotary table comes from the model's own pipeline

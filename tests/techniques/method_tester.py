@@ -2,10 +2,10 @@
 ``tests/models/testing_utils`` has one per technique).
 
 A concrete test class sets :attr:`MethodTesterMixin.family` to one of :data:`FAMILIES` (a
-tiny random pipeline of :mod:`kaleido.integrations.testing`: Wan with classifier-free
+tiny random pipeline of :mod:`kaleido.models.testing`: Wan with classifier-free
 guidance as two calls per step, HunyuanVideo with dual- and single-stream blocks, CogVideoX
 5B-style with RoPE and 2B-style without, both batching guidance into one call) and inherits
-one test per technique of the registry (:data:`kaleido.baselines.TECHNIQUES`).  What the tester
+one test per technique of the registry (:data:`kaleido.techniques.catalog.TECHNIQUES`).  What the tester
 knows of a technique comes from its registration: the settings under which it changes
 something (``test_settings``), its "off" settings (``null_settings``), the op kinds it decides
 (its method's ``claims``), whether it is a step cache, the families it refuses and why
@@ -35,8 +35,9 @@ from typing import Callable, ClassVar
 import pytest
 import torch
 
-from kaleido.baselines import METHODS, TECHNIQUES, make_method
-from kaleido.baselines.registry import TEST_STEPS, TESTED_FAMILIES
+from kaleido.evaluation.simulator_profiles import simulator_profile_extras
+from kaleido.techniques import METHODS, TECHNIQUES, make_method
+from kaleido.techniques.registry import TEST_STEPS, TESTED_FAMILIES
 
 STEPS = TEST_STEPS  # enough for every technique to act: caches and cross-step methods skip from the second step on
 
@@ -113,7 +114,7 @@ def _tokens_bfchw(c, x: torch.Tensor) -> int:
 
 
 def _wan_pipe():
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     pipe = tiny_random_wan_pipeline(0, ffn_dim=96)
     return pipe, dict(prompt="a red ball", height=64, width=64, num_frames=9, guidance_scale=5.0,
@@ -121,14 +122,14 @@ def _wan_pipe():
 
 
 def _hunyuan_pipe():
-    from kaleido.integrations import testing as T
+    from kaleido.models import testing as T
 
     return T.tiny_random_hunyuan_video_pipeline(0), T.hunyuan_call_kwargs()
 
 
 def _cog_pipe(rope: bool):
     def build():
-        from kaleido.integrations import testing as T
+        from kaleido.models import testing as T
 
         return T.tiny_random_cogvideox_pipeline(0, rope=rope), T.cogvideox_call_kwargs()
 
@@ -235,13 +236,14 @@ class MethodTesterMixin:
         assert got == expected, f"{name} on {bench.family.name}: computed + skipped per op kind"
         self._check_savings(bench, name, report)
         if trace is not None:  # the accelerator trace holds the same counts, per step and layer
-            from kaleido.baselines.accel_trace import trace_op_totals
+            from kaleido.techniques.accel_trace import trace_op_totals
 
             totals = trace_op_totals(trace)
             for kind, oc in report.op_counts.items():
                 if kind != "estimate":
                     assert tuple(totals[kind][:3]) == (oc.total_mac8, oc.total_mac_low, oc.total_skipped), kind
-            assert "accel_profile" in report.extra, report.extra.get("accel_profile_error")
+            extra = simulator_profile_extras({"accel": trace})  # the comparison's door to the replay's profile
+            assert "accel_profile" in extra, extra.get("accel_profile_error")
         assert torch.equal(bench.run(), bench.dense), f"{name}: remove() did not restore the dense model"
 
     def _check_refusal(self, bench: Bench, name: str, pattern: str) -> None:

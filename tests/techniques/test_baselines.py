@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from kaleido.baselines import METHODS, OP_KINDS, TECHNIQUES, ModelShapes, make_method
-from kaleido.baselines.registry import FAMILIES
-from kaleido.baselines.sparse_videogen import classify_heads, sample_rows, spatial_temporal_masks
+from kaleido.evaluation.simulator_profiles import simulator_profile_extras
+from kaleido.techniques import METHODS, OP_KINDS, TECHNIQUES, ModelShapes, make_method
+from kaleido.techniques.registry import FAMILIES
+from kaleido.techniques.sparse_videogen import classify_heads, sample_rows, spatial_temporal_masks
 from kaleido.reuse import TokenGrid
 
 S, STEPS, LAYERS, HEADS, HD = 80, 4, 2, 2, 24  # random-wan: 5x4x4 tokens, 4 steps, no CFG
@@ -22,7 +23,8 @@ def run_method(random_pipe, generate, name, **settings):
     try:
         frames = generate()
     finally:
-        report = handle.report()
+        report = handle.report()  # what the comparison keeps: the report and its traces' simulator profiles
+        report.extra.update(simulator_profile_extras(handle.simulator_traces()))
         handle.remove()
     return frames, report
 
@@ -185,7 +187,7 @@ def test_magcache_refuses_a_run_of_another_step_count(random_pipe, generate, den
 def test_magcache_report_refuses_a_shorter_run_where_the_pipeline_does_not_say_its_step_count():
     # HunyuanVideo's pipeline sets cache contexts without the step count: 2 steps of a 3-step schedule run
     # unnoticed, and the report (what every harness reads) says so in one line
-    from kaleido.integrations import testing as T
+    from kaleido.models import testing as T
 
     pipe = T.tiny_random_hunyuan_video_pipeline(0)
     pipe.set_progress_bar_config(disable=True)
@@ -303,7 +305,7 @@ def test_cambricon_d_low_bit_deltas_trade_quality_for_savings(random_pipe, gener
 REQUIRED = {"magcache": dict(mag_ratios=(1.0,) * STEPS, num_inference_steps=STEPS), "cache_dit": dict(separate_cfg=False)}
 
 
-@pytest.mark.parametrize("name", sorted(set(METHODS) - {"kaleido", "stack"}))  # stack: tests/baselines/test_stack.py
+@pytest.mark.parametrize("name", sorted(set(METHODS) - {"kaleido", "stack"}))  # stack: tests/techniques/test_stack.py
 def test_remove_restores_the_dense_model_bit_for_bit(random_pipe, generate, dense_frames, name):
     if TECHNIQUES[name].unavailable():
         pytest.skip(TECHNIQUES[name].unavailable())

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from kaleido.baselines import ModelShapes, make_method
-from kaleido.baselines import cache_dit_peer
+from kaleido.techniques import ModelShapes, make_method
+from kaleido.techniques import cache_dit_peer
 
 pytest.importorskip("cache_dit")
 
@@ -81,7 +81,7 @@ def test_taylorseer_calibrator_steps_mask_and_a_threshold_of_zero(wan, dense_fra
 def test_hunyuan_videos_two_streams_each_cache_by_their_own_first_block():
     from diffusers import HunyuanVideoTransformer3DModel
 
-    from kaleido.integrations import testing as T
+    from kaleido.models import testing as T
 
     pipe = T.tiny_random_hunyuan_video_pipeline(0)
     torch.manual_seed(1)

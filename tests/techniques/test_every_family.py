@@ -7,7 +7,7 @@ import pytest
 import torch
 from method_tester import FAMILIES, SETTINGS, STEPS, MethodTesterMixin
 
-from kaleido.baselines import METHODS, make_method
+from kaleido.techniques import METHODS, make_method
 
 
 class TestWan(MethodTesterMixin):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from kaleido.baselines import make_method
-from kaleido.baselines.kaleido_method import KaleidoSettings
-from kaleido.integrations import KaleidoConfig
+from kaleido.techniques import make_method
+from kaleido.techniques.kaleido_reuse.method import KaleidoSettings
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
 from kaleido.ops import BLOCK_OPS, SWITCHES
 
 

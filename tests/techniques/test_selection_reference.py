@@ -14,11 +14,11 @@ import math
 import pytest
 import torch
 
-from kaleido.baselines import BlockTopK, ToMe
-from kaleido.baselines._merge import local_windows, window_dst
-from kaleido.baselines.base import CallInfo
-from kaleido.baselines.block_topk import pooled_block_scores
-from kaleido.baselines.attention_core import AttnContext
+from kaleido.techniques import BlockTopK, ToMe
+from kaleido.techniques._merge import local_windows, window_dst
+from kaleido.techniques.base import CallInfo
+from kaleido.techniques.block_topk import pooled_block_scores
+from kaleido.techniques.attention_core import AttnContext
 from kaleido.reuse import TokenGrid
 
 

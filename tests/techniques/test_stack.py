@@ -4,7 +4,7 @@ Kaleido's mode maps, and removing the stack restores the dense model exactly."""
 import numpy as np
 import pytest
 
-from kaleido.baselines import make_method
+from kaleido.techniques import make_method
 from kaleido.ops import UNIT_OPS
 
 KALEIDO = {"technique": "kaleido", "theta1": 48, "theta2": 64, "low_bits": 7}

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from kaleido import techniques
-from kaleido.baselines import METHODS
-from kaleido.integrations import KaleidoConfig
+from kaleido.techniques import METHODS
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
 
 
 #: settings a baseline cannot do without (MagCache: the model's magnitude ratios; a list, kept as a tuple)

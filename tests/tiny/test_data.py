@@ -138,7 +138,7 @@ def test_vocabulary_covers_every_prompt_word():
 def test_every_training_prompt_fits_the_tiny_text_length_used_in_training_and_generation():
     import itertools
 
-    from kaleido.integrations.evaluation import settings_for
+    from kaleido.evaluation.generate import settings_for
     from kaleido.tiny.build import build_tokenizer
     from kaleido.tiny.pipeline import TINY_DEMO, TINY_TEXT_TOKENS
     from kaleido.tiny.train_transformer import TransformerTrainConfig
@@ -160,7 +160,7 @@ def test_a_prompt_longer_than_the_tiny_text_length_is_reported_not_silently_cut(
 
     import pytest
 
-    from kaleido.integrations.evaluation import warn_if_truncated
+    from kaleido.evaluation.generate import warn_if_truncated
     from kaleido.tiny.build import build_tokenizer
     from kaleido.tiny.pipeline import TINY_TEXT_TOKENS
 

@@ -73,7 +73,7 @@ def test_loading_asks_for_dtype_and_keeps_it():
 def test_bad_models_are_one_line(model, match, monkeypatch):
     from huggingface_hub import constants
 
-    from kaleido.integrations.evaluation import load_any_pipeline
+    from kaleido.evaluation.generate import load_any_pipeline
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as HF_HUB_OFFLINE=1 sets it at import
     with pytest.raises(ValueError, match=match) as e:
@@ -82,7 +82,7 @@ def test_bad_models_are_one_line(model, match, monkeypatch):
 
 
 def test_a_broken_pipeline_folder_is_one_line(tmp_path):
-    from kaleido.integrations.evaluation import load_any_pipeline
+    from kaleido.evaluation.generate import load_any_pipeline
 
     (tmp_path / "model_index.json").write_text('{"_class_name": "WanPipeline", "vae": ["diffusers", "AutoencoderKLWan"]}')
     with pytest.raises(ValueError, match=f"cannot load '{tmp_path}'") as e:
@@ -101,7 +101,7 @@ def test_package_names_are_listed_and_reachable():
 def test_a_saved_tiny_pipeline_loads_back_with_its_defaults(pipe, tmp_path):
     from diffusers import WanPipeline
 
-    from kaleido.integrations.evaluation import load_any_pipeline
+    from kaleido.evaluation.generate import load_any_pipeline
 
     pipe.save_pretrained(str(tmp_path / "mine"), safe_serialization=True)
     again = load_any_pipeline(str(tmp_path / "mine"))
@@ -111,7 +111,7 @@ def test_a_saved_tiny_pipeline_loads_back_with_its_defaults(pipe, tmp_path):
 
 
 def test_an_over_long_prompt_warns_once_at_the_callers_line(pipe):
-    from kaleido.integrations.evaluation import GenerationSettings, generate
+    from kaleido.evaluation.generate import GenerationSettings, generate
 
     long = " ".join(["a red circle"] * 6)  # 18 words + </s> > 16 tokens
     with pytest.warns(PromptWarning, match="19 tokens but this model reads only the first 16") as rec:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig, get_trace
+from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
 from kaleido.reuse import ModeStats, ReuseConfig
 from kaleido.trace import ReuseTrace
 

@@ -10,7 +10,7 @@ overrides carry the chosen axes - part of the saved configuration, as SPEC §2 a
 Calibrate on prompts other than those you evaluate on.
 
 Calibration of thresholds, warm-up steps and per-layer bands to a PSNR or savings target
-lives in :mod:`kaleido.integrations.calibrate_target` (:func:`calibrate_to_target`).
+lives in :mod:`kaleido.calibration.target` (:func:`calibrate_to_target`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .apply import apply, remove
-from .calibrate_target import Target, calibrate_to_target  # noqa: F401  (re-exported)
-from .config import OP_SWITCH_OF, KaleidoConfig
+from kaleido.techniques.kaleido_reuse.apply import apply, remove
+from kaleido.calibration.target import Target, calibrate_to_target  # noqa: F401  (re-exported)
+from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF, KaleidoConfig
 
 #: switches whose groups are channel chunks (self_qk too, on models without RoPE)
 CHUNK_SWITCHES = ("cross_qk", "proj", "ffn")

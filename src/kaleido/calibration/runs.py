@@ -1,16 +1,16 @@
 """Calibration runs on a pipeline: what ``kaleido calibrate`` does.
 
 * :func:`calibrate_axes_on_prompts` - the reuse axis of every chunk-group switch per layer
-  (:func:`kaleido.integrations.calibrate.calibrate_axes`), measured on calibration prompts.
+  (:func:`kaleido.calibration.axes.calibrate_axes`), measured on calibration prompts.
 * :func:`calibrate_to_target_on_prompts` - a whole config for a PSNR or savings target: the
   calibration prompts are characterised (which also gives their dense references), reuse axes,
   thresholds, dense warm-up steps and per-layer settings are searched
-  (:func:`kaleido.integrations.calibrate_target.calibrate_to_target`), then the chosen config, the
+  (:func:`kaleido.calibration.target.calibrate_to_target`), then the chosen config, the
   base config and the base thresholds scaled to the target are measured on HELD-OUT prompts.  A
   missed target is reported with its shortfall, never hidden.
 
 Calibrate on prompts other than those you evaluate on (:func:`split_prompts` keeps the two apart).
-This module sits above :mod:`kaleido.characterize` and :mod:`kaleido.integrations`; neither imports it.
+This module sits above :mod:`kaleido.characterize` and :mod:`kaleido.techniques.kaleido_reuse`; neither imports it.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kaleido.atomic import write_atomic
-from kaleido.integrations.calibrate_target import Measure, Target, TargetCalibration
-from kaleido.integrations.config import KaleidoConfig
+from kaleido.calibration.target import Measure, Target, TargetCalibration
+from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 
 
 def split_prompts(prompts: Sequence[str], heldout: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
@@ -72,10 +72,10 @@ class AxesCalibration:
 def calibrate_axes_on_prompts(pipe, prompts: Sequence[str], seed: int, settings,
                               base: KaleidoConfig | None = None) -> AxesCalibration:
     """Generate every prompt (seed ``seed``, ``settings``: a
-    :class:`~kaleido.integrations.evaluation.GenerationSettings`) once per candidate axis and keep,
+    :class:`~kaleido.evaluation.generate.GenerationSettings`) once per candidate axis and keep,
     per chunk-group switch and layer, the axis that saves the most."""
-    from kaleido.integrations.calibrate import calibrate_axes
-    from kaleido.integrations.evaluation import generate
+    from kaleido.calibration.axes import calibrate_axes
+    from kaleido.evaluation.generate import generate
 
     prompts = list(prompts)
 
@@ -228,17 +228,17 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
     """Calibrate ``base`` for ``target`` (searched for ``target`` raised by ``margin``) on
     ``calibration_prompts`` x ``seeds``, then measure it on ``heldout_prompts`` x ``seeds``.
 
-    ``settings``: a :class:`~kaleido.integrations.evaluation.GenerationSettings`; ``meta`` (e.g. the
+    ``settings``: a :class:`~kaleido.evaluation.generate.GenerationSettings`; ``meta`` (e.g. the
     model's name) is recorded in the characterisation and the report; ``log`` receives one line per
     candidate; ``evaluator``: candidates and the held-out check run through it (``kaleido compare``'s
     Dask path, resumable) instead of in this process; ``op_min_saving``: the search's last stage (see
-    :func:`~kaleido.integrations.calibrate_target.calibrate_to_target`). Raises ``ValueError`` for a target or margin out of range, or a pipeline that cannot run.
+    :func:`~kaleido.calibration.target.calibrate_to_target`). Raises ``ValueError`` for a target or margin out of range, or a pipeline that cannot run.
     """
     from kaleido.characterize import Characterization, characterize_runs
     from kaleido.characterize.suggest import layers_by_likeness, suggested_axes
-    from kaleido.integrations.calibrate_target import calibrate_to_target, measure_runs
-    from kaleido.integrations.evaluation import dense_runs, kaleido_runs
-    from kaleido.integrations.registry import adapter_for
+    from kaleido.calibration.target import calibrate_to_target, measure_runs
+    from kaleido.evaluation.generate import dense_runs, kaleido_runs
+    from kaleido.models.adapter import adapter_for
 
     search_target = target.raised_by(margin)
     calib, heldout, seeds = list(calibration_prompts), list(heldout_prompts), [int(s) for s in seeds]

@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 
 from kaleido.ops import SWITCH_OF
 
-from .config import OP_SWITCHES, KaleidoConfig
+from kaleido.techniques.kaleido_reuse.config import OP_SWITCHES, KaleidoConfig
 
 #: PSNR targets outside this range (dB) are refused: above ~100 dB the float32 frames of a
 #: reuse run and of the dense run are indistinguishable from rounding noise.
@@ -458,8 +458,8 @@ def calibrate_to_target(
 
 
 def measure_runs(results) -> Measure:
-    """:class:`Measure` of :func:`kaleido.integrations.evaluation.kaleido_runs` results."""
-    from .evaluation import aggregate
+    """:class:`Measure` of :func:`kaleido.evaluation.generate.kaleido_runs` results."""
+    from kaleido.evaluation.generate import aggregate
 
     return Measure.from_aggregate(aggregate(results))
 

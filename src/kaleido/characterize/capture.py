@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import torch
 
-from kaleido.integrations.config import KaleidoConfig
+from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 from kaleido.reuse import ChannelGroups, ReuseConfig, TokenGrid
 
 from .neighbours import NeighbourStats, heads_first, neighbour_stats
@@ -118,13 +118,13 @@ def characterize_runs(pipe, prompts: Sequence[str], seeds: Sequence[int], settin
     """Generate every (prompt, seed) with the capture attached.
 
     Returns ``(recorder, dense)`` where ``dense`` is keyed like
-    :func:`kaleido.integrations.evaluation.dense_runs` (``(prompt, seed) -> (frames,
+    :func:`kaleido.evaluation.generate.dense_runs` (``(prompt, seed) -> (frames,
     pipeline s, transformer s)``): the capture computes the dense model's output.
     """
     from tqdm.auto import tqdm
 
-    from kaleido.integrations.apply import add_observer, apply, remove
-    from kaleido.integrations.evaluation import generate
+    from kaleido.techniques.kaleido_reuse.apply import add_observer, apply, remove
+    from kaleido.evaluation.generate import generate
 
     if not prompts:
         raise ValueError("characterize needs at least one prompt")

@@ -1,6 +1,6 @@
 """What a :class:`~kaleido.characterize.Characterization` suggests to a calibration: the reuse axes per
 layer (:func:`suggested_axes`) and the order in which to try self-attention layers at their widest band
-(:func:`layers_by_likeness`). The target search (:mod:`kaleido.integrations.calibrate_target`) takes
+(:func:`layers_by_likeness`). The target search (:mod:`kaleido.calibration.target`) takes
 both as plain values, so it needs no characterisation to run, and does not import this package.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from kaleido.integrations.config import OP_SWITCH_OF, KaleidoConfig
+from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF, KaleidoConfig
 
 from .neighbours import AXES, hist_quantile
 from .result import Characterization, best_axis

@@ -7,7 +7,7 @@ import click
 
 def generation_options(command):
     """The generation-setting options every model-running subcommand takes: ``--steps``, ``--frames``,
-    ``--height``, ``--width`` (default: the model's demo settings, :func:`kaleido.integrations.evaluation.settings_for`),
+    ``--height``, ``--width`` (default: the model's demo settings, :func:`kaleido.evaluation.generate.settings_for`),
     ``--device`` and ``--dtype``."""
     for opt in reversed((
         click.option("--steps", type=click.IntRange(1, 1000), default=None,
@@ -50,7 +50,7 @@ def load_pipeline_arg(model: str, device: str, dtype: str, settings=None):
     (fp16 on the CPU: refused before loading) and, given the run's ``settings``, a ``--height`` / ``--width`` the
     loaded pipeline cannot generate (:meth:`~kaleido.generation_settings.GenerationSettings.check_for`) as usage
     errors; a distilled student run off its step count or guidance gets one warning line."""
-    from kaleido.integrations.evaluation import show_progress
+    from kaleido.evaluation.generate import show_progress
     from kaleido.tiny.pipeline import check_dtype, load_pipeline
 
     try:

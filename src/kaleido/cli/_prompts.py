@@ -10,8 +10,8 @@ import click
 
 def echo_prompt_problems(pipe, prompts, max_sequence_length: int | None) -> None:
     """``warning: <problem>`` on stderr for each prompt the pipeline will not read as written
-    (:func:`kaleido.integrations.evaluation.prompt_problems`)."""
-    from kaleido.integrations.evaluation import prompt_problems
+    (:func:`kaleido.evaluation.generate.prompt_problems`)."""
+    from kaleido.evaluation.generate import prompt_problems
 
     for p in dict.fromkeys(prompts):
         for msg in prompt_problems(pipe, p, max_sequence_length):

@@ -9,7 +9,7 @@ saving, plus ``calibration.json`` with the measured savings per switch, layer an
 With ``--target-psnr DB`` or ``--target-savings FRAC`` and ``--prompts FILE``:
 characterise the calibration prompts (which also gives their dense references), search
 reuse axes, thresholds, dense warm-up steps and per-layer settings for the target
-(:mod:`kaleido.integrations.calibrate_target`), then measure the chosen config, the base
+(:mod:`kaleido.calibration.target`), then measure the chosen config, the base
 config and the base thresholds scaled to the target on HELD-OUT prompts (``--heldout
 FILE``, else the second half of ``--prompts``).  Writes the config and a JSON report
 with the search trace and the held-out results; a missed target is reported with its
@@ -77,7 +77,7 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
     """Calibrate chunk-group reuse axes, or a whole config to --target-psnr / --target-savings."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.cli._prompts import prompt_warnings_shown
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
 
     if threads is not None:
         import torch
@@ -105,8 +105,8 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
     from kaleido.calibration import calibrate_axes_on_prompts
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.cli._prompts import echo_prompt_problems
-    from kaleido.integrations.evaluation import CALIBRATION_PROMPTS, settings_for
-    from kaleido.integrations.prompts import read_prompts
+    from kaleido.evaluation.generate import CALIBRATION_PROMPTS, settings_for
+    from kaleido.prompts import read_prompts
 
     n = _builtin_count(prompts_arg)
     if prompts_arg is None or n is not None:
@@ -136,7 +136,7 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
 
 def _read_prompt_sets(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
     from kaleido.calibration import split_prompts
-    from kaleido.integrations.prompts import read_prompts
+    from kaleido.prompts import read_prompts
 
     if prompts_arg is None:
         raise click.BadParameter("a calibration target needs calibration prompts: --prompts FILE "
@@ -168,8 +168,8 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
     from kaleido.calibration import SweepEvaluator, calibrate_to_target_on_prompts
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.cli._prompts import echo_prompt_problems
-    from kaleido.integrations.calibrate_target import Target
-    from kaleido.integrations.evaluation import settings_for
+    from kaleido.calibration.target import Target
+    from kaleido.evaluation.generate import settings_for
 
     kind, value = ("psnr", target_psnr) if target_psnr is not None else ("savings", target_savings)
     try:

@@ -36,9 +36,9 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
 
     from kaleido.characterize import Characterization, characterize_runs
     from kaleido.cli._pipeline import load_pipeline_arg
-    from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.evaluation import settings_for
-    from kaleido.integrations.prompts import read_prompts
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
+    from kaleido.evaluation.generate import settings_for
+    from kaleido.prompts import read_prompts
 
     torch.set_num_threads(threads)
     try:
@@ -54,7 +54,7 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
     pipe = load_pipeline_arg(model, device, dtype, settings)
     pipe.set_progress_bar_config(disable=True)
     from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown
-    from kaleido.integrations.evaluation import show_progress
+    from kaleido.evaluation.generate import show_progress
 
     echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
     try:

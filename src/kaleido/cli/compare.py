@@ -13,7 +13,7 @@ class _MethodsOption(click.Option):
     shown (importing the techniques only then keeps ``kaleido compare`` light to parse)."""
 
     def get_help_record(self, ctx):
-        from kaleido.baselines.registry import FAMILIES, TECHNIQUES
+        from kaleido.techniques.registry import FAMILIES, TECHNIQUES
 
         by_family = {f: [n for n, t in TECHNIQUES.items() if t.family == f] for f in FAMILIES}
         self.help = ("Comma-separated methods (default: all with settings for this pipeline and step count). Known: "

@@ -11,7 +11,7 @@ Writes into ``--out``::
     config.yaml                    the KaleidoConfig used
 
 With several ``--prompt`` / ``--seed`` values each pair gets a folder ``run-<i>`` and
-``metrics.json`` adds the means over all runs (:func:`kaleido.integrations.evaluation.save_runs`).
+``metrics.json`` adds the means over all runs (:func:`kaleido.evaluation.generate.save_runs`).
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
 
     import torch
 
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
     from kaleido.cli._pipeline import load_pipeline_arg
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, dense_runs, kaleido_runs, save_runs, settings_for
-    from kaleido.integrations.config import default_config
+    from kaleido.evaluation.generate import EVAL_PROMPTS, dense_runs, kaleido_runs, save_runs, settings_for
+    from kaleido.techniques.kaleido_reuse.config import default_config
     from kaleido.tiny.pipeline import TINY_VARIANTS
 
     if threads:
@@ -89,7 +89,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     click.echo(f"loading {model!r} on {device} ({dtype})", err=True)
     pipe = load_pipeline_arg(model, device, dtype, settings)
     from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown
-    from kaleido.integrations.registry import adapter_for
+    from kaleido.models.adapter import adapter_for
 
     try:
         adapter_for(pipe.transformer)

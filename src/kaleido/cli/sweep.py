@@ -53,10 +53,10 @@ def _parse_points(text: str) -> list[tuple]:
 def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height, width, out_dir, device, dtype):
     """PSNR/SSIM against MAC savings over threshold points -> sweep.csv, sweep.json, sweep.png."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from kaleido.integrations import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.compare.threshold_sweep import point_config, sweep_rows, write_outputs
-    from kaleido.integrations.evaluation import EVAL_PROMPTS, settings_for
+    from kaleido.evaluation.generate import EVAL_PROMPTS, settings_for
 
     pts = _parse_points(points)
     try:

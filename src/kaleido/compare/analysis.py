@@ -2,7 +2,7 @@
 
 Everything here reads rows only (never recomputes), so a finished sweep re-plots for
 free.  Savings are 8-bit-equivalent MAC fractions per op kind, as each method counted
-them (:mod:`kaleido.baselines.base`); ``self_qk`` is self-attention q.k^T, ``total``
+them (:mod:`kaleido.techniques.base`); ``self_qk`` is self-attention q.k^T, ``total``
 the whole transformer's blocks with each method's own estimation work included.
 PSNR ``inf`` (identical video) is averaged as :data:`PSNR_CAP_DB`.
 
@@ -44,7 +44,7 @@ NEEDS_ACCELERATOR = "needs the accelerator"
 #: hardware it was designed for, which this project simulates (``kaleido.hw``; the accelerator
 #: table); on a CPU or GPU its float path emulates the reduced-precision or skipped work and costs
 #: time.  Each technique declares it where it registers
-#: (:attr:`kaleido.baselines.registry.Technique.needs_accelerator`); a stack is classified from its techniques.
+#: (:attr:`kaleido.techniques.registry.Technique.needs_accelerator`); a stack is classified from its techniques.
 
 
 def saving_realised(method: str, settings: dict | None = None) -> str:
@@ -58,7 +58,7 @@ def saving_realised(method: str, settings: dict | None = None) -> str:
         if len(kinds) <= 1:
             return kinds.pop() if kinds else "unclassified"
         return "mixed: " + "; ".join(f"{n} on {w}" if w == TODAY else f"{n} {w}" for n, w in where.items())
-    from kaleido.baselines import TECHNIQUES
+    from kaleido.techniques import TECHNIQUES
 
     t = TECHNIQUES.get(method)
     if t is None:
@@ -446,7 +446,7 @@ def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
     """Quality (PSNR) vs savings: self-attn q.k^T (left) and the whole transformer (right)."""
     import matplotlib
 
-    from kaleido.baselines.registry import colour_of  # each technique's colour, registered beside it
+    from kaleido.techniques.registry import colour_of  # each technique's colour, registered beside it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

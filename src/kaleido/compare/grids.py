@@ -1,7 +1,7 @@
 """Default sweeps: which settings of each method, which prompts, which seeds.
 
 The settings are each technique's own (its grid, registered beside it in
-:mod:`kaleido.baselines`: :attr:`~kaleido.baselines.registry.Technique.grid`); this module
+:mod:`kaleido.techniques.catalog`: :attr:`~kaleido.techniques.registry.Technique.grid`); this module
 reads them for a pipeline and step count and adds the prompts.  They are chosen near the
 level the comparison ranks at (30 dB on the miniature model), plus the baselines' published
 defaults; block sizes follow the token count of the pipeline.
@@ -33,7 +33,7 @@ def method_grid(pipeline: str, steps: int | None = None, methods: list[str] | No
                 notes: list[str] | None = None) -> dict[str, list[dict]]:
     """Settings per method for ``pipeline`` (``random-wan`` has 80 tokens, ``tiny`` 1280) run with ``steps``
     denoising steps (``None``: the pipeline's default), in the registry's order: each registered technique's own
-    grid (:attr:`kaleido.baselines.registry.Technique.grid`, defined beside the technique).
+    grid (:attr:`kaleido.techniques.registry.Technique.grid`, defined beside the technique).
 
     ``methods``: only these (``None``: every technique with a grid).  A technique without points at this
     pipeline and step count (MagCache without ratios calibrated for them) is refused in one line when
@@ -44,8 +44,8 @@ def method_grid(pipeline: str, steps: int | None = None, methods: list[str] | No
     baseline keeps its setting nearest that level on the miniature model (earlier 4-prompt runs:
     docs/results/README.md) and Kaleido its points around it: a setting far under it costs 16
     generations and says nothing about the ranking."""
-    from kaleido.baselines import TECHNIQUES
-    from kaleido.baselines.registry import GridUnavailable
+    from kaleido.techniques import TECHNIQUES
+    from kaleido.techniques.registry import GridUnavailable
 
     steps = steps if steps is not None else default_steps(pipeline)
     out: dict[str, list[dict]] = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 from kaleido.generation_settings import GenerationSettings
 
 
-#: The random pipeline: :func:`kaleido.integrations.testing.tiny_random_wan_pipeline` (2 blocks, 2 heads x 24
+#: The random pipeline: :func:`kaleido.models.testing.tiny_random_wan_pipeline` (2 blocks, 2 heads x 24
 #: channels, RoPE 8/8/8, 80 tokens for 17x64x64) with these transformer settings.
 RANDOM_WAN_TRANSFORMER = dict(freq_dim=32, ffn_dim=96)
 
@@ -25,7 +25,7 @@ RANDOM_WAN_SETTINGS = GenerationSettings(height=64, width=64, num_frames=17, num
 
 def build_random_wan_pipeline(seed: int = 0):
     """A tiny random ``WanPipeline`` on CPU, float32; identical for the same ``seed``."""
-    from kaleido.integrations.testing import tiny_random_wan_pipeline
+    from kaleido.models.testing import tiny_random_wan_pipeline
 
     pipe = tiny_random_wan_pipeline(seed, **RANDOM_WAN_TRANSFORMER)
     pipe.set_progress_bar_config(disable=True)

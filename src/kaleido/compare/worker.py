@@ -70,8 +70,8 @@ def write_json_atomic(path: Path, obj: dict) -> None:
 
 def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
     from kaleido.generation_settings import GenerationSettings
-    from kaleido.harness import thumbnail_strip
-    from kaleido.integrations.evaluation import generate
+    from kaleido.evaluation.harness import thumbnail_strip
+    from kaleido.evaluation.generate import generate
 
     dense = point.dense()
     path = results / f"dense-{dense.key}.npy"
@@ -88,8 +88,8 @@ def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
 
 def run_point(point_dict: dict, results_dir: str) -> dict:
     """Compute ``point_dict`` (a :meth:`SweepPoint.to_dict`) unless its row exists; return the row."""
-    from kaleido.baselines import make_method
-    from kaleido.harness import run_against_dense, thumbnail_strip
+    from kaleido.techniques import make_method
+    from kaleido.evaluation.harness import run_against_dense, thumbnail_strip
 
     point = SweepPoint.from_dict(point_dict)
     results = Path(results_dir)

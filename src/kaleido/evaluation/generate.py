@@ -1,6 +1,6 @@
 """The generation harness: dense-versus-Kaleido generation on a diffusers pipeline, what ``kaleido generate``,
 ``kaleido sweep``, ``characterize``, ``calibrate`` and ``benchmarks/bench_generate.py`` run, and the one
-:func:`generate` every comparison (:mod:`kaleido.harness` for the baselines too) calls.
+:func:`generate` every comparison (:mod:`kaleido.evaluation.harness` for the baselines too) calls.
 
 A generation is one pipeline call with a seeded generator and a
 :class:`~kaleido.generation_settings.GenerationSettings` (:func:`settings_for`: the tiny model's demo
@@ -33,8 +33,8 @@ from kaleido.tiny.pipeline import PromptWarning, TinyWanPipeline, demo_settings,
 from kaleido.tiny.pipeline import load_pipeline as load_any_pipeline  # noqa: F401  (the old name; tests still import it)
 from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
-from .apply import apply, get_trace, remove
-from .config import KaleidoConfig
+from kaleido.techniques.kaleido_reuse.apply import apply, get_trace, remove
+from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 from kaleido.trace import ReuseTrace, merge_summaries
 
 #: 8 prompts of the miniature pipeline's world (6 procedural scenes, 2 real clips)

@@ -2,16 +2,16 @@
 
 The comparison is fair: every method (Kaleido or a baseline) is applied to the same
 transformer object, the pipeline is called with the same arguments and the same seeded
-generator (the one generation harness, :func:`kaleido.integrations.evaluation.generate`),
+generator (the one generation harness, :func:`kaleido.evaluation.generate.generate`),
 the decoded videos are compared frame by frame against the dense run (PSNR with peak 1.0
 and SSIM on RGB in [0, 1], the evaluation protocol of Sparse VideoGen and the Kaleido
 paper), and the compute is read from the method's own per-op-kind counts (8-bit-equivalent
 MACs).
 
 A method is anything with ``.name``, ``.settings_dict()`` and ``.apply(transformer)``
-returning a handle with ``.report()`` (a :class:`~kaleido.baselines.MethodReport`)
+returning a handle with ``.report()`` (a :class:`~kaleido.techniques.catalog.MethodReport`)
 and ``.remove()``: every baseline, and Kaleido through
-:class:`kaleido.baselines.kaleido_method.KaleidoMethod`.
+:class:`kaleido.techniques.kaleido_reuse.method.KaleidoMethod`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kaleido.evaluation.simulator_profiles import simulator_profile_extras
 from kaleido.generation_settings import GenerationSettings
 
 
@@ -84,9 +85,9 @@ def run_against_dense(pipe, call: dict, method, prompt: str, seed: int,
 
     ``call``: the pipeline call's keyword arguments (a sweep row's ``call``,
     :meth:`GenerationSettings.call_kwargs`); every generation is
-    :func:`kaleido.integrations.evaluation.generate`. Returns ``(result, video, dense_video)``.
+    :func:`kaleido.evaluation.generate.generate`. Returns ``(result, video, dense_video)``.
     """
-    from kaleido.integrations.evaluation import generate
+    from kaleido.evaluation.generate import generate
 
     settings = GenerationSettings.from_call(call).check_for(pipe)  # a size the pipeline refuses: one line, now
     dense_wall = None
@@ -96,6 +97,8 @@ def run_against_dense(pipe, call: dict, method, prompt: str, seed: int,
     try:
         video, wall, _ = generate(pipe, prompt, seed, settings)
         report = handle.report()
+        traces = handle.simulator_traces() if hasattr(handle, "simulator_traces") else {}
+        report.extra.update(simulator_profile_extras(traces))
     finally:
         handle.remove()
     res = HarnessResult(method.name, method.settings_dict(), prompt, int(seed), video_quality(video, dense_video),

@@ -1,7 +1,7 @@
 """Replaying an accelerator baseline's trace on the simulated array, with its dataflow's costs.
 
-Input: a :class:`~kaleido.integrations.trace.ReuseTrace` recorded while AdapTiV, EXION
-or Cambricon-D ran (``trace.meta["method"]``; :mod:`kaleido.baselines.accel_trace`).
+Input: a :class:`~kaleido.techniques.kaleido_reuse.trace.ReuseTrace` recorded while AdapTiV, EXION
+or Cambricon-D ran (``trace.meta["method"]``; :mod:`kaleido.techniques.accel_trace`).
 :func:`baseline_profile_from_trace` turns it into a :class:`BaselineProfile` - per
 simulator op kind, per recorded step and layer, the shares of the dense MACs the
 algorithm computed at 8 bits, at low bits and skipped, its decision work, and the

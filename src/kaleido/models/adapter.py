@@ -4,9 +4,9 @@ An adapter tells Kaleido, for one diffusers transformer class, how to read the t
 grid from the forward's inputs, where the RoPE axis blocks are, where text tokens sit
 in joint sequences, and which attention modules and linear layers to patch.  A new
 model is a new adapter class decorated with :func:`register_adapter`; nothing in
-:mod:`kaleido.integrations.apply` names a model.
+:mod:`kaleido.techniques.kaleido_reuse.apply` names a model.
 
-The built-in adapters (Wan, HunyuanVideo, CogVideoX) register when :mod:`kaleido.integrations`
+The built-in adapters (Wan, HunyuanVideo, CogVideoX) register when :mod:`kaleido.techniques.kaleido_reuse`
 is imported, which any import of this module does first.  Lookup walks the model's class hierarchy (so subclasses of a supported class work).
 Models that cannot be supported are listed in :data:`UNSUPPORTED` with the reason.
 """
@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 
+from kaleido.families import FamilyShapes
 from kaleido.ops import OpKind
 from kaleido.reuse.grid import TokenGrid
 
@@ -53,7 +54,7 @@ class AttentionSite:
     (video queries, text keys); ``queries`` / ``keys``: which tokens they are
     (:data:`SEQUENCES`).  ``make_processor(core, site, original)`` returns the model's
     processor that replaces ``original``: it computes q, k, v as the stock processor does
-    and calls ``core`` (an :class:`~kaleido.integrations.processors.AttentionCore`:
+    and calls ``core`` (an :class:`~kaleido.models.attention.AttentionCore`:
     Kaleido's reuse, or a baseline's attention) for the attention itself.
     """
 
@@ -130,6 +131,9 @@ class ModelAdapter:
 
     #: diffusers class names this adapter handles
     model_classes: ClassVar[tuple[str, ...]] = ()
+    #: the family's shape declaration (its GEMMs, what of its config shapes them): what the simulator's workloads
+    #: of this family are built from (:mod:`kaleido.families`)
+    shapes: ClassVar[FamilyShapes | None] = None
     #: where text tokens sit in joint sequences: "none", "prefix" or "suffix"
     text_position: ClassVar[str] = "none"
     #: the forward argument holding the latent video
@@ -341,5 +345,5 @@ def adapter_for(model: Any) -> ModelAdapter:
             return _ADAPTERS[klass.__name__]()
     raise ValueError(
         f"Kaleido has no adapter for {type(model).__name__}; supported transformer classes: "
-        f"{', '.join(supported_models())} (register one with kaleido.integrations.registry.register_adapter)"
+        f"{', '.join(supported_models())} (register one with kaleido.models.adapter.register_adapter)"
     )

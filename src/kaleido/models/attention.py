@@ -7,23 +7,14 @@ call their :class:`AttentionCore` instead of the attention kernel, and finish as
 processor does (output projections, text split).  The model-specific code therefore
 exists once per family, and every technique that changes attention is a core:
 
-* :class:`ReuseCore` - Kaleido: :func:`reuse_attend` decides q.k^T (and P.V) reuse;
-* the baselines' cores (:mod:`kaleido.baselines.attention_core`): Sparse VideoGen, block
+* Kaleido's (:class:`kaleido.techniques.kaleido_reuse.attention.ReuseCore`) decides q.k^T (and P.V) reuse;
+* the other techniques' cores (:mod:`kaleido.techniques.attention_core`): Sparse VideoGen, block
   top-k, ToMe, AdapTiV, EXION's attention prediction.
 
 A core gets, besides q, k, v, an :class:`AttentionCall`: the site (name, layer, kind), the
 stock kernel with the model's mask (``dense``), the mask itself, and the attention's input
 rows of the video tokens.  A core installed on a site is the site's processor's attribute
 ``core``; no function of another module is replaced.
-
-:func:`reuse_attend` asks the runtime what this layer does at this step:
-
-* q.k^T and P.V both dense -> the stock kernel (``dense_fn``), recorded as dense;
-* otherwise -> :func:`kaleido.reuse.reuse_attention` (its float path: one gather of
-  the effective queries, then SDPA), recorded from the mode maps it returns.
-
-The dense branch runs the same operations as the stock processor, so a dense step
-or layer gives the stock processor's output bit for bit.
 """
 
 from __future__ import annotations
@@ -33,12 +24,8 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import torch
 
-from kaleido.reuse import ReuseConfig, reuse_attention
-
-from .state import KaleidoRuntime
-
 if TYPE_CHECKING:
-    from .registry import AttentionSite
+    from kaleido.models.adapter import AttentionSite
 
 #: ``dense(q, k, v)``: the stock attention kernel of a site, its mask included; ``(B, S, H, D)`` in and out
 DenseKernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -96,78 +83,39 @@ class CoreAttnProcessor:
                 f"core={type(self.core).__name__})")
 
 
-class ReuseCore:
-    """Kaleido's attention core: :func:`reuse_attend` on the runtime of the patched transformer."""
+def project_heads(attn: torch.nn.Module, x: torch.Tensor, kv_source: torch.Tensor | None = None, *,
+                  projections: tuple[str, str, str] = ("to_q", "to_k", "to_v"),
+                  norms: tuple[str, str] = ("norm_q", "norm_k"),
+                  norm_before_split: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v of a diffusers ``Attention``, each ``(B, S, H, D)``: its projections (``projections``, of ``x``, and
+    of ``kv_source`` for the keys and values when given), split into ``attn.heads`` heads, and its q / k norms
+    (``norms``; a missing one is skipped) - applied on the heads, or on the whole width before the split
+    (``norm_before_split``: Wan's ``norm_q`` / ``norm_k`` span every head).  The steps every stock processor of a
+    supported family takes before its attention kernel."""
+    kv = x if kv_source is None else kv_source
+    q, k, v = (getattr(attn, projections[0])(x), getattr(attn, projections[1])(kv), getattr(attn, projections[2])(kv))
+    norm_q, norm_k = (getattr(attn, n, None) for n in norms)
+    if norm_before_split:
+        q, k = _maybe(norm_q, q), _maybe(norm_k, k)
+    q, k, v = (t.unflatten(2, (attn.heads, -1)) for t in (q, k, v))
+    if not norm_before_split:
+        q, k = _maybe(norm_q, q), _maybe(norm_k, k)
+    return q, k, v
 
-    def __init__(self, runtime: KaleidoRuntime):
-        self.runtime = runtime
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call: AttentionCall) -> torch.Tensor:
-        return reuse_attend(self.runtime, call.site, q, k, v, call.dense, attn_mask=call.attn_mask)
-
-    def note_side_attention(self, call: AttentionCall, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                            tag: str) -> None:
-        """Record an attention Kaleido never reuses (e.g. Wan I2V image-context attention) as dense MACs."""
-        B, Sq, H, D = q.shape
-        Sk, Dv = k.shape[1], v.shape[-1]
-        name, layer = call.site.name, call.site.layer
-        self.runtime.record_other_dense(f"{name}.{tag}_qk", layer, B * H * Sq, D, Sk)
-        self.runtime.record_other_dense(f"{name}.{tag}_pv", layer, B * H * Sq, Sk, Dv)
+def _maybe(norm: Callable | None, x: torch.Tensor) -> torch.Tensor:
+    return x if norm is None else norm(x)
 
 
-def reuse_attend(
-    rt: KaleidoRuntime,
-    site: "AttentionSite",
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    dense_fn: DenseKernel,
-    attn_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Attention of ``q`` ``(B, Sq, H, D)`` over ``k``, ``v`` ``(B, Sk, H, D)`` -> ``(B, Sq, H, D)``.
-
-    ``dense_fn(q, k, v)`` is the stock kernel call (mask included).  Records
-    ``<kind>_qk`` and ``<kind>_pv`` of ``site`` into the runtime's trace.
-    """
-    B, Sq, H, D = q.shape
-    Sk, Dv = k.shape[1], v.shape[-1]
-    name, layer = site.name, site.layer
-    grid = rt.grid_for(Sq, f"attention {name}")
-    qk_switch = "self_qk" if site.kind == "self" else "cross_qk"
-    qk_op, pv_op = f"{site.kind}_qk", f"{site.kind}_pv"
-    qk_cfg = rt.plan(qk_switch, layer)
-    pv_cfg = rt.plan("pv", layer)
-    groups = rt.groups(qk_switch, layer, D)
-    if rt.observers:
-        rt.observe(layer=layer, op=qk_op, role="q", module=name, operand=q, grid=grid, groups=groups)
-        if Sk == Sq:  # self-attention keys are grid tokens too (cross-attention keys are text)
-            rt.observe(layer=layer, op=qk_op, role="k", module=name, operand=k, grid=grid, groups=groups)
-    if qk_cfg is None and pv_cfg is None:
-        out = dense_fn(q, k, v)
-        lb = rt.low_bits(qk_switch, layer)
-        rt.record_dense(layer=layer, op=qk_op, module=name, batch=B, heads=H, rows=Sq, dim=D,
-                        n_cols=Sk, grid=grid, groups=groups, low_bits=lb)
-        rt.record_dense(layer=layer, op=pv_op, module=name, batch=B, heads=H, rows=Sq, dim=Sk,
-                        n_cols=Dv, grid=grid, groups=rt.pv_record_groups(layer, Sk),
-                        low_bits=rt.low_bits("pv", layer))
-        return out
-    pv_groups = rt.groups("pv", layer, Sk) if pv_cfg is not None else None
-    cfg = qk_cfg if qk_cfg is not None else ReuseConfig.dense(low_bits=rt.low_bits(qk_switch, layer))
-    out, st = reuse_attention(q, k, v, grid, groups, cfg, pv_config=pv_cfg, pv_groups=pv_groups, attn_mask=attn_mask,
-                              q_eff_out=None if qk_cfg is None else rt.effective_out(q.transpose(1, 2)))
-    if qk_cfg is not None:
-        rt.record_modes(layer=layer, op=qk_op, module=name, mode_map=st.qk_modes, n_cols=Sk, heads=H)
-    else:
-        rt.record_dense(layer=layer, op=qk_op, module=name, batch=B, heads=H, rows=Sq, dim=D,
-                        n_cols=Sk, grid=grid, groups=groups, low_bits=cfg.low_bits)
-    if st.pv_modes is not None:
-        rt.record_modes(layer=layer, op=pv_op, module=name, mode_map=st.pv_modes, n_cols=Dv, heads=H)
-    elif st.pv_skipped_rows is not None:  # the exact P.V row skip: skipped rows FULL, no P.V decision made
-        rt.record_row_skip(layer=layer, op=pv_op, module=name, skipped=st.pv_skipped_rows, n_cols=Dv,
-                           grid=grid, groups=rt.pv_record_groups(layer, Sk),
-                           low_bits=rt.low_bits("pv", layer))
-    else:
-        rt.record_dense(layer=layer, op=pv_op, module=name, batch=B, heads=H, rows=Sq, dim=Sk,
-                        n_cols=Dv, grid=grid, groups=rt.pv_record_groups(layer, Sk),
-                        low_bits=rt.low_bits("pv", layer))
-    return out.to(q.dtype)
+def rotate_video_rows(x: torch.Tensor, rotate: Callable[[torch.Tensor], torch.Tensor], n_text: int,
+                      text_position: str) -> torch.Tensor:
+    """``x`` ``(B, S, H, D)`` with RoPE (``rotate``) applied to its video rows only: the ``n_text`` text rows of a
+    joint sequence - before the video (``"prefix"``, CogVideoX) or after it (``"suffix"``, HunyuanVideo) - keep
+    their values."""
+    if n_text == 0:
+        return rotate(x)
+    if text_position == "prefix":
+        return torch.cat([x[:, :n_text], rotate(x[:, n_text:])], dim=1)
+    if text_position == "suffix":
+        return torch.cat([rotate(x[:, :-n_text]), x[:, -n_text:]], dim=1)
+    raise ValueError(f"text_position={text_position!r}: use 'prefix' or 'suffix'")

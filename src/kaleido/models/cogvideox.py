@@ -23,8 +23,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .processors import CoreAttnProcessor
-from .registry import (JOINT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
+from kaleido.families import COGVIDEOX
+from kaleido.models.attention import CoreAttnProcessor, project_heads, rotate_video_rows
+from kaleido.models.adapter import (JOINT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
                        ffn_linears, register_adapter)
 
 
@@ -53,26 +54,16 @@ class CogVideoXCoreAttnProcessor(CoreAttnProcessor):
             attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length, batch_size)
             attention_mask = attention_mask.view(batch_size, attn.heads, -1, attention_mask.shape[-1])
 
-        query = attn.to_q(hidden_states)
-        key = attn.to_k(hidden_states)
-        value = attn.to_v(hidden_states)
-
-        inner_dim = key.shape[-1]
-        head_dim = inner_dim // attn.heads
-
-        query = query.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
-        key = key.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
-        value = value.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
-
-        if attn.norm_q is not None:
-            query = attn.norm_q(query)
-        if attn.norm_k is not None:
-            key = attn.norm_k(key)
+        query, key, value = project_heads(attn, hidden_states)  # (B, S, H, D)
+        head_dim = query.shape[-1]
 
         if image_rotary_emb is not None:
-            query[:, :, text_seq_length:] = apply_rotary_emb(query[:, :, text_seq_length:], image_rotary_emb)
+            def rotate(x: torch.Tensor) -> torch.Tensor:
+                return apply_rotary_emb(x, image_rotary_emb, sequence_dim=1)
+
+            query = rotate_video_rows(query, rotate, text_seq_length, "prefix")
             if not attn.is_cross_attention:
-                key[:, :, text_seq_length:] = apply_rotary_emb(key[:, :, text_seq_length:], image_rotary_emb)
+                key = rotate_video_rows(key, rotate, text_seq_length, "prefix")
 
         def dense(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             out = F.scaled_dot_product_attention(
@@ -81,9 +72,7 @@ class CogVideoXCoreAttnProcessor(CoreAttnProcessor):
             )
             return out.transpose(1, 2)
 
-        # (B, H, S, D) -> (B, S, H, D) for the attention core, and back
-        out = self.core.attend(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-                               self.make_call(dense, attention_mask, video_input))
+        out = self.core.attend(query, key, value, self.make_call(dense, attention_mask, video_input))
         hidden_states = out.reshape(batch_size, -1, attn.heads * head_dim)
 
         hidden_states = attn.to_out[0](hidden_states)
@@ -98,7 +87,8 @@ class CogVideoXCoreAttnProcessor(CoreAttnProcessor):
 @register_adapter
 class CogVideoXAdapter(ModelAdapter):
     block_lists = ("transformer_blocks",)
-    model_classes = ("CogVideoXTransformer3DModel",)
+    model_classes = (COGVIDEOX.class_name,)
+    shapes = COGVIDEOX
     text_position = "prefix"
     stock_processors = ("CogVideoXAttnProcessor2_0",)
 

@@ -25,8 +25,9 @@ from typing import Any
 
 import torch
 
-from .processors import CoreAttnProcessor
-from .registry import (JOINT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
+from kaleido.families import HUNYUAN_VIDEO
+from kaleido.models.attention import CoreAttnProcessor, project_heads, rotate_video_rows
+from kaleido.models.adapter import (JOINT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
                        ffn_linears, register_adapter)
 
 
@@ -54,46 +55,20 @@ class HunyuanVideoCoreAttnProcessor(CoreAttnProcessor):
         if joint_input:
             hidden_states = torch.cat([hidden_states, encoder_hidden_states], dim=1)
 
-        query = attn.to_q(hidden_states)
-        key = attn.to_k(hidden_states)
-        value = attn.to_v(hidden_states)
-
-        query = query.unflatten(2, (attn.heads, -1))
-        key = key.unflatten(2, (attn.heads, -1))
-        value = value.unflatten(2, (attn.heads, -1))
-
-        if attn.norm_q is not None:
-            query = attn.norm_q(query)
-        if attn.norm_k is not None:
-            key = attn.norm_k(key)
+        query, key, value = project_heads(attn, hidden_states)
 
         if image_rotary_emb is not None:
-            if joint_input:
-                n_text = encoder_hidden_states.shape[1]
-                query = torch.cat(
-                    [apply_rotary_emb(query[:, :-n_text], image_rotary_emb, sequence_dim=1), query[:, -n_text:]], dim=1
-                )
-                key = torch.cat(
-                    [apply_rotary_emb(key[:, :-n_text], image_rotary_emb, sequence_dim=1), key[:, -n_text:]], dim=1
-                )
-            else:
-                query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
-                key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
+            def rotate(x: torch.Tensor) -> torch.Tensor:
+                return apply_rotary_emb(x, image_rotary_emb, sequence_dim=1)
+
+            n_text = encoder_hidden_states.shape[1] if joint_input else 0
+            query = rotate_video_rows(query, rotate, n_text, "suffix")
+            key = rotate_video_rows(key, rotate, n_text, "suffix")
 
         if attn.add_q_proj is not None and encoder_hidden_states is not None:
-            encoder_query = attn.add_q_proj(encoder_hidden_states)
-            encoder_key = attn.add_k_proj(encoder_hidden_states)
-            encoder_value = attn.add_v_proj(encoder_hidden_states)
-
-            encoder_query = encoder_query.unflatten(2, (attn.heads, -1))
-            encoder_key = encoder_key.unflatten(2, (attn.heads, -1))
-            encoder_value = encoder_value.unflatten(2, (attn.heads, -1))
-
-            if attn.norm_added_q is not None:
-                encoder_query = attn.norm_added_q(encoder_query)
-            if attn.norm_added_k is not None:
-                encoder_key = attn.norm_added_k(encoder_key)
-
+            encoder_query, encoder_key, encoder_value = project_heads(
+                attn, encoder_hidden_states, projections=("add_q_proj", "add_k_proj", "add_v_proj"),
+                norms=("norm_added_q", "norm_added_k"))
             query = torch.cat([query, encoder_query], dim=1)
             key = torch.cat([key, encoder_key], dim=1)
             value = torch.cat([value, encoder_value], dim=1)
@@ -123,7 +98,8 @@ class HunyuanVideoCoreAttnProcessor(CoreAttnProcessor):
 @register_adapter
 class HunyuanVideoAdapter(ModelAdapter):
     block_lists = ("transformer_blocks", "single_transformer_blocks")
-    model_classes = ("HunyuanVideoTransformer3DModel",)
+    model_classes = (HUNYUAN_VIDEO.class_name,)
+    shapes = HUNYUAN_VIDEO
     text_position = "suffix"
     stock_processors = ("HunyuanVideoAttnProcessor2_0",)
 

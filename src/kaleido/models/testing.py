@@ -5,13 +5,18 @@
   saved with ``save_pretrained`` and loaded back by path.
 * :func:`tiny_random_cogvideox_pipeline` / :func:`tiny_random_hunyuan_video_pipeline` -
   the real pipeline classes with a tiny VAE and transformer and no text encoder: call
-  them with ``prompt_embeds`` (:func:`cogvideox_call_kwargs`, :func:`hunyuan_call_kwargs`).
+  them with ``prompt_embeds`` (:func:`cogvideox_call_kwargs`, :func:`hunyuan_call_kwargs`);
+* :data:`TRANSFORMER_CASES` - a tiny random transformer of every family with its forward inputs
+  (:class:`TinyCase`), what the tests of every family run on.
 
 Weights are random (seeded), so the videos are noise-like; they exercise the plumbing
 (contexts, CFG batching, step counting, grids), not quality.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -97,3 +102,107 @@ def hunyuan_call_kwargs(seed: int = 0) -> dict:
         prompt_embeds=torch.randn(1, 6, 16, generator=g), pooled_prompt_embeds=torch.randn(1, 8, generator=g),
         prompt_attention_mask=mask, height=64, width=64, num_frames=9, guidance_scale=6.0,
     )
+
+
+def smooth_latent(shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g)
+
+
+@dataclass
+class TinyCase:
+    """A tiny random transformer of one family and its forward kwargs.
+
+    ``build()`` -> the seeded transformer; ``inputs(batch=1, t=500.0, static=False, seed=0)`` -> its forward
+    kwargs (``static``: every latent frame equal); ``has_rope``: whether its self-attention applies RoPE.
+    """
+
+    name: str
+    build: Callable[[], torch.nn.Module]
+    inputs: Callable[..., dict]
+    has_rope: bool
+
+
+def _wan():
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(0)
+    return WanTransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4, out_channels=4,
+        text_dim=16, freq_dim=16, ffn_dim=32, num_layers=2, rope_max_seq_len=64,
+    ).eval()
+
+
+def _wan_inputs(batch=1, t=500.0, static=False, seed=0):
+    x = smooth_latent((batch, 4, 3, 8, 8), seed)
+    if static:
+        x = x[:, :, :1].expand(-1, -1, 3, -1, -1).contiguous()
+    e = smooth_latent((batch, 7, 16), seed + 1)
+    return dict(hidden_states=x, timestep=torch.full((batch,), t), encoder_hidden_states=e, return_dict=False)
+
+
+def _hunyuan():
+    from diffusers import HunyuanVideoTransformer3DModel
+
+    torch.manual_seed(0)
+    return HunyuanVideoTransformer3DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16, num_layers=1,
+        num_single_layers=1, num_refiner_layers=1, mlp_ratio=2.0, patch_size=2, patch_size_t=1, qk_norm="rms_norm",
+        guidance_embeds=False, text_embed_dim=16, pooled_projection_dim=8, rope_axes_dim=(4, 6, 6),
+    ).eval()
+
+
+def _hunyuan_inputs(batch=1, t=500.0, static=False, seed=0):
+    x = smooth_latent((batch, 4, 3, 8, 8), seed)
+    if static:
+        x = x[:, :, :1].expand(-1, -1, 3, -1, -1).contiguous()
+    mask = torch.ones(batch, 5)
+    mask[:, 3:] = 0  # padded text tokens
+    return dict(
+        hidden_states=x, timestep=torch.full((batch,), t), encoder_hidden_states=smooth_latent((batch, 5, 16), seed + 1),
+        encoder_attention_mask=mask, pooled_projections=smooth_latent((batch, 8), seed + 2), return_dict=False,
+    )
+
+
+def _cog(rope: bool):
+    def build():
+        from diffusers import CogVideoXTransformer3DModel
+
+        torch.manual_seed(0)
+        return CogVideoXTransformer3DModel(
+            num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=4, time_embed_dim=8,
+            text_embed_dim=16, num_layers=2, sample_width=8, sample_height=8, sample_frames=9, patch_size=2,
+            temporal_compression_ratio=4, max_text_seq_length=5, use_rotary_positional_embeddings=rope,
+        ).eval()
+
+    return build
+
+
+def _cog_inputs_factory(rope: bool):
+    def inputs(batch=1, t=500.0, static=False, seed=0):
+        x = smooth_latent((batch, 3, 4, 8, 8), seed)
+        if static:
+            x = x[:, :1].expand(-1, 3, -1, -1, -1).contiguous()
+        rot = None
+        if rope:
+            from diffusers.models.embeddings import get_3d_rotary_pos_embed
+
+            rot = get_3d_rotary_pos_embed(16, None, (4, 4), 3, grid_type="slice", max_size=(4, 4))
+        return dict(
+            hidden_states=x, encoder_hidden_states=smooth_latent((batch, 5, 16), seed + 1),
+            timestep=torch.full((batch,), t), image_rotary_emb=rot, return_dict=False,
+        )
+
+    return inputs
+
+
+#: the tiny random transformer of every family (Wan; HunyuanVideo; CogVideoX with and without RoPE)
+TRANSFORMER_CASES = [
+    TinyCase("wan", _wan, _wan_inputs, True),
+    TinyCase("hunyuan_video", _hunyuan, _hunyuan_inputs, True),
+    TinyCase("cogvideox_5b_style", _cog(True), _cog_inputs_factory(True), True),
+    TinyCase("cogvideox_2b_style", _cog(False), _cog_inputs_factory(False), False),
+]
+
+#: the names of the families every technique is tested on (the registry's refusals are keyed by them)
+TESTED_FAMILIES: tuple[str, ...] = tuple(c.name for c in TRANSFORMER_CASES)

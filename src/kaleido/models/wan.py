@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import torch
 
+from kaleido.families import WAN
 from kaleido.ops import OpKind
 
-from .processors import CoreAttnProcessor
-from .registry import (TEXT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
+from kaleido.models.attention import CoreAttnProcessor, project_heads
+from kaleido.models.adapter import (TEXT, AttentionSite, LinearSite, ModelAdapter, attention_linears, block_linear_sites,
                        ffn_linears, register_adapter)
 
 
@@ -71,16 +72,7 @@ class WanCoreAttnProcessor(CoreAttnProcessor):
 
         call = self.make_call(dense, attention_mask, hidden_states)
         kv_source = hidden_states if encoder_hidden_states is None else encoder_hidden_states
-        query = attn.to_q(hidden_states)
-        key = attn.to_k(kv_source)
-        value = attn.to_v(kv_source)
-
-        query = attn.norm_q(query)
-        key = attn.norm_k(key)
-
-        query = query.unflatten(2, (attn.heads, -1))
-        key = key.unflatten(2, (attn.heads, -1))
-        value = value.unflatten(2, (attn.heads, -1))
+        query, key, value = project_heads(attn, hidden_states, kv_source, norm_before_split=True)
 
         if rotary_emb is not None:
             query = _apply_rotary(query, *rotary_emb)
@@ -115,7 +107,8 @@ class WanCoreAttnProcessor(CoreAttnProcessor):
 @register_adapter
 class WanAdapter(ModelAdapter):
     block_lists = ("blocks",)
-    model_classes = ("WanTransformer3DModel",)
+    model_classes = (WAN.class_name,)
+    shapes = WAN
     text_position = "none"
     stock_processors = ("WanAttnProcessor", "WanAttnProcessor2_0")
     # cross-attention keys and values are projections of the text: dense, named for the ledgers

@@ -43,7 +43,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}tr.kaleido td{background:#fff1f0
 def _by_family(methods) -> list[str]:
     """``methods`` in the order of their registered families (Kaleido, sparse attention, token merging, ...; an
     unregistered name last), each family's in the order given."""
-    from kaleido.baselines.registry import FAMILIES, family_of
+    from kaleido.techniques.registry import FAMILIES, family_of
 
     rank = {f: i for i, f in enumerate(FAMILIES)}
     return sorted(methods, key=lambda m: rank.get(family_of(m), len(rank)))
@@ -76,7 +76,7 @@ def _f(x, nd=2, unit=""):
 def _matched_section(matched) -> str:
     head = "".join(f"<th>PSNR @ {100 * t:.0f}%</th><th>SSIM @ {100 * t:.0f}%</th>" for t in MATCH_TARGETS)
     rows = []
-    from kaleido.baselines.registry import family_of
+    from kaleido.techniques.registry import family_of
 
     for m in _by_family(matched):
         cells = matched[m]

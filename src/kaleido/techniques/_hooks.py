@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-from .handle import MethodHandle
+from kaleido.techniques.handle import MethodHandle
 
 
 def replace_forward(handle: MethodHandle, module: torch.nn.Module, name: str,

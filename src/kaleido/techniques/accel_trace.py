@@ -3,7 +3,7 @@
 :func:`attach_recorder` is called by AdapTiV, EXION and Cambricon-D when they are
 applied.  While the method runs it records, per (denoising step, call slot, layer, op
 kind), what the algorithm computed and skipped - the very counts it adds to its
-:class:`~kaleido.baselines.base.OpLedger`, attributed to the block that was running -
+:class:`~kaleido.techniques.base.OpLedger`, attributed to the block that was running -
 plus what the accelerator models need and only the running algorithm can show:
 
 * EXION: per tile of ``tile_rows`` consecutive tokens (queries), how many columns
@@ -35,11 +35,10 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from kaleido.hw.baseline_replay import baseline_profile_from_trace
 from kaleido.reuse import ChannelGroups, TokenGrid
 
-from .handle import MethodHandle
-from .shapes import ESTIMATE, TEXT, merged_shape
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.shapes import ESTIMATE, TEXT, merged_shape
 
 #: the name the recorder's hooks are registered under on a handle and its ledger
 RECORDER = "accel_trace"
@@ -154,7 +153,7 @@ class AccelTraceRecorder:
     # -- the trace ---------------------------------------------------------------------
     def trace(self):
         """The recorded decisions as a :class:`~kaleido.trace.ReuseTrace`."""
-        # kaleido.integrations loads diffusers; importing it here keeps ``import kaleido.baselines`` light
+        # kaleido.techniques.kaleido_reuse loads diffusers; importing it here keeps ``import kaleido.techniques.catalog`` light
         from kaleido.trace import DENSE_OP, MethodDecision, ReuseTrace, TraceRecord, dense_counts
 
         if len(self.generations) > 1:
@@ -201,22 +200,11 @@ class AccelTraceRecorder:
 def attach_recorder(handle: MethodHandle) -> AccelTraceRecorder:
     """Record ``handle``'s decisions (see the module docstring); returns the recorder.
 
-    Registers the recorder as ``handle``'s trace provider (``handle.accel_trace()``) and
-    a report extra that puts the replay profile into ``handle.report().extra["accel_profile"]``.
+    Registers the recorder as ``handle``'s trace provider (``handle.accel_trace()``, and ``"accel"`` in
+    ``handle.simulator_traces()``, which the comparison turns into the replay's profile through the simulator's
+    one door, :func:`kaleido.hw.baseline_replay.baseline_profile_from_trace`).
     """
     rec = AccelTraceRecorder(handle)
-
-    def profile_extra() -> dict:
-        try:
-            prof, notes = baseline_profile_from_trace(rec.trace())
-            extra = {"accel_profile": prof.to_dict()}
-        except ValueError as e:
-            return {"accel_profile_error": str(e)}
-        if notes:
-            extra["accel_profile_notes"] = notes
-        return extra
-
-    handle.register_report_extra(RECORDER, profile_extra)
     handle.register_trace_provider(RECORDER, rec.trace)
     return rec
 

@@ -4,9 +4,9 @@ A method that changes self-attention (Sparse VideoGen, block top-k, ToMe, AdapTi
 prediction) is a function ``fn(q, k, v, ctx) -> out`` on the site's q, k, v as the model's
 processor built them - after norms and RoPE, text joined where the model joins it, layout
 ``(B, S, heads, head_dim)`` - the same point where Kaleido's processors call
-:func:`~kaleido.integrations.processors.reuse_attend`.  :func:`install_attention_core`
+:func:`~kaleido.techniques.kaleido_reuse.attention.reuse_attend`.  :func:`install_attention_core`
 gives every self-attention site of the model its family's processor
-(``site.make_processor(core, site, original)``: :mod:`kaleido.integrations.wan`,
+(``site.make_processor(core, site, original)``: :mod:`kaleido.models.wan`,
 ``hunyuan_video``, ``cogvideox``) with a :class:`MethodCore` around ``fn``, and takes the
 sites' q.k^T and P.V over for the method's own accounting.
 
@@ -31,8 +31,8 @@ import torch.nn.functional as F
 
 from kaleido.reuse import TokenGrid
 
-from ._merge import merged_attention
-from .handle import CallInfo, MethodHandle
+from kaleido.techniques._merge import merged_attention
+from kaleido.techniques.handle import CallInfo, MethodHandle
 
 
 def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -78,7 +78,7 @@ AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, AttnContext], 
 
 
 class MethodCore:
-    """A baseline's attention core (an :class:`~kaleido.integrations.processors.AttentionCore`).
+    """A baseline's attention core (an :class:`~kaleido.models.attention.AttentionCore`).
 
     Calls ``fn(q, k, v, ctx)``; the first ``dense_steps`` denoising steps (a warm-up every
     method shares) run the stock kernel instead and are charged as dense.

@@ -1,16 +1,16 @@
 """The one interface every baseline implements: :class:`Method`, a technique with validated settings.
 
 ``method.apply(transformer)`` patches a diffusers vDiT transformer of any family Kaleido
-has an adapter for (:func:`kaleido.integrations.registry.adapter_for`: Wan, HunyuanVideo,
-CogVideoX) in place and returns a :class:`~kaleido.baselines.handle.MethodHandle`;
+has an adapter for (:func:`kaleido.models.adapter.adapter_for`: Wan, HunyuanVideo,
+CogVideoX) in place and returns a :class:`~kaleido.techniques.handle.MethodHandle`;
 ``handle.remove()`` restores the model exactly, and ``handle.report()`` says what the
 technique computed, per op kind, in the same 8-bit-equivalent MAC units as Kaleido's
-:class:`~kaleido.reuse.OpCounts` (a :class:`~kaleido.baselines.method_report.MethodReport`).
+:class:`~kaleido.reuse.OpCounts` (a :class:`~kaleido.techniques.method_report.MethodReport`).
 
 The bookkeeping they share lives one concept per module: :mod:`.shapes` (op kinds, a call's
 GEMMs from the adapter's sites), :mod:`.ledger` (MAC counts per op kind), :mod:`.method_report`
 (what a report holds), :mod:`.handle` (the applied method: accounting, steps and slots,
-observers).  A technique registers itself with :func:`kaleido.baselines.registry.register_technique`.
+observers).  A technique registers itself with :func:`kaleido.techniques.registry.register_technique`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import Any, ClassVar
 
 import torch
 
-from .handle import EVENTS, CallInfo, MethodHandle
-from .ledger import OpLedger
-from .method_report import MethodReport
-from .shapes import ESTIMATE, JOINT, OP_KINDS, TEXT, UNIT_KINDS, VIDEO, Gemm, ModelShapes, claims_of, kind_unit
+from kaleido.techniques.handle import EVENTS, CallInfo, MethodHandle
+from kaleido.techniques.ledger import OpLedger
+from kaleido.techniques.method_report import MethodReport
+from kaleido.techniques.shapes import ESTIMATE, JOINT, OP_KINDS, TEXT, UNIT_KINDS, VIDEO, Gemm, ModelShapes, claims_of, kind_unit
 
-# The bookkeeping's names stay reachable here: integrations' docstrings and the docs name them
-# ``kaleido.baselines.base.X``.
+# The bookkeeping's names stay reachable here: the techniques' docstrings and the docs name them
+# ``kaleido.techniques.base.X``.
 __all__ = ["Method", "check_range", "MethodHandle", "CallInfo", "EVENTS", "OpLedger", "MethodReport", "Gemm",
            "ModelShapes", "OP_KINDS", "ESTIMATE", "UNIT_KINDS", "VIDEO", "TEXT", "JOINT", "claims_of", "kind_unit"]
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._blocks import block_of_token, expand_block_mask, keep_count, n_blocks, sweep_block_size
-from .attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
-from .base import Method, check_range
-from .handle import MethodHandle
-from .registry import SPARSE_ATTENTION, register_technique
-from .shapes import claims_of
+from kaleido.techniques._blocks import block_of_token, expand_block_mask, keep_count, n_blocks, sweep_block_size
+from kaleido.techniques.attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.registry import SPARSE_ATTENTION, register_technique
+from kaleido.techniques.shapes import claims_of
 
 
 @dataclass(frozen=True)

@@ -50,11 +50,11 @@ import torch
 
 from kaleido.reuse import OpCounts
 
-from .base import Method, check_range
-from .handle import CallInfo, MethodHandle
-from .kaleido_method import calibrated_setting, is_few_step
-from .method_report import MethodReport
-from .registry import STEP_CACHE, GridUnavailable, module_available, register_technique
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import CallInfo, MethodHandle
+from kaleido.techniques.kaleido_reuse.method import calibrated_setting, is_few_step
+from kaleido.techniques.method_report import MethodReport
+from kaleido.techniques.registry import STEP_CACHE, GridUnavailable, module_available, register_technique
 
 #: the command that installs cache-dit with Kaleido
 PEERS_INSTALL = "pip install 'kaleido-vdit[peers]'"
@@ -336,7 +336,7 @@ def _stacks(pipeline: str, steps: int | None) -> list[dict]:
     null_settings=dict(residual_diff_threshold=0.0),
     refuses={"hunyuan_video": ("it would skip nothing", "the tiny model has one block per stream and DBCache always "
                                "computes the first of each (Fn >= 1), so it would skip nothing; it runs on "
-                               "HunyuanVideo with more blocks (tests/baselines/test_cache_dit.py)")})
+                               "HunyuanVideo with more blocks (tests/techniques/test_cache_dit.py)")})
 class CacheDiT(Method):
     """cache-dit's DBCache; see the module docstring."""
 
@@ -344,7 +344,7 @@ class CacheDiT(Method):
     Settings = CacheDiTSettings
 
     def apply(self, transformer: torch.nn.Module) -> _CacheDiTHandle:  # type: ignore[override]
-        from kaleido.integrations.registry import adapter_for
+        from kaleido.models.adapter import adapter_for
 
         adapter = adapter_for(transformer)  # a model without an adapter: Kaleido's one-line refusal
         adapter.check_model(transformer)

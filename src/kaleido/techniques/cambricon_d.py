@@ -2,7 +2,7 @@
 
 Every block linear the model adapter names (the q, k, v, out projections of self- and
 cross-attention, the feed-forward linears, HunyuanVideo's fused single-stream ``proj_out``:
-:meth:`~kaleido.integrations.registry.ModelAdapter.gemm_linear_sites`) keeps, per call slot
+:meth:`~kaleido.models.adapter.ModelAdapter.gemm_linear_sites`) keeps, per call slot
 (cond / uncond), the input it last saw (``x_ref``) and its output (``y_ref``).  On the next step it computes only the
 difference: ``d = x - x_ref`` is quantised to ``delta_bits`` signed bits with one
 scale per tensor (``max|d| / (2**(delta_bits-1) - 1)``); entries that round to zero
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._hooks import replace_forward
-from .accel_trace import AccelTraceRecorder, attach_recorder
-from .base import Method, check_range
-from .handle import MethodHandle
-from .registry import DIFFERENTIAL, register_technique
-from .shapes import OP_KINDS, claims_of
+from kaleido.techniques._hooks import replace_forward
+from kaleido.techniques.accel_trace import AccelTraceRecorder, attach_recorder
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.registry import DIFFERENTIAL, register_technique
+from kaleido.techniques.shapes import OP_KINDS, claims_of
 
 #: the op kinds of the block linears (every block GEMM kind but attention's q.k^T and P.V)
 _LINEAR_KINDS = tuple(k for k in OP_KINDS if not k.endswith(("_qk", "_pv")))

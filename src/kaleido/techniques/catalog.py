@@ -1,9 +1,9 @@
-"""Baselines Kaleido is compared with, all behind one :class:`Method` interface.
+"""Every registered technique behind one :class:`Method` interface: ``METHODS`` and ``make_method``.
 
 ``make_method("tome", ratio=0.5).apply(pipe.transformer)`` (Wan, HunyuanVideo or CogVideoX) -> a handle with
 ``remove()`` and ``report()`` (MACs per op kind, 8-bit-equivalent, as Kaleido's
 :class:`~kaleido.reuse.OpCounts`).  One module per technique, each registering itself in
-:mod:`kaleido.baselines.registry` (imported below, in the order the comparison lists them);
+:mod:`kaleido.techniques.registry` (imported below, in the order the comparison lists them);
 :data:`METHODS` and :func:`make_method` read the registry.  See docs/baselines.md.
 """
 
@@ -12,22 +12,22 @@ from __future__ import annotations
 from typing import Iterator, Mapping
 
 # Importing a technique's module registers it; this order is the registry's (and the sweep's) order.
-from .kaleido_method import KaleidoMethod
-from .sparse_videogen import SparseVideoGen
-from .block_topk import BlockTopK
-from .tome import ToMe
-from .adaptiv import AdapTiV
-from .step_cache import FirstBlockCache, MagCache, PyramidAttentionBroadcast, TaylorSeer
-from .exion import Exion
-from .cambricon_d import CambriconD
-from .cache_dit_peer import CacheDiT
-from .stack import Stack  # last: its grid gathers the stacks the others register
+from kaleido.techniques.kaleido_reuse.method import KaleidoMethod
+from kaleido.techniques.sparse_videogen import SparseVideoGen
+from kaleido.techniques.block_topk import BlockTopK
+from kaleido.techniques.tome import ToMe
+from kaleido.techniques.adaptiv import AdapTiV
+from kaleido.techniques.step_cache import FirstBlockCache, MagCache, PyramidAttentionBroadcast, TaylorSeer
+from kaleido.techniques.exion import Exion
+from kaleido.techniques.cambricon_d import CambriconD
+from kaleido.techniques.cache_dit_peer import CacheDiT
+from kaleido.techniques.stack import Stack  # last: its grid gathers the stacks the others register
 
-from .base import Method
-from .handle import MethodHandle
-from .method_report import MethodReport
-from .registry import TECHNIQUES, Technique, technique
-from .shapes import ESTIMATE, OP_KINDS, ModelShapes
+from kaleido.techniques.base import Method
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.method_report import MethodReport
+from kaleido.techniques.registry import TECHNIQUES, Technique, technique
+from kaleido.techniques.shapes import ESTIMATE, OP_KINDS, ModelShapes
 
 
 class _MethodClasses(Mapping):
@@ -54,7 +54,7 @@ def make_method(name: str, **settings) -> Method:
     """The baseline ``name`` with ``settings`` (validated; unknown names and keys raise ``ValueError``).
 
     ``make_method("stack", techniques=[{"technique": "taylorseer"}, {"technique": "kaleido", ...}])``
-    stacks techniques (:mod:`kaleido.baselines.stack`)."""
+    stacks techniques (:mod:`kaleido.techniques.stack`)."""
     t = TECHNIQUES.get(name)
     if t is None:
         raise ValueError(f"unknown baseline {name!r}; known: {sorted(TECHNIQUES)}")

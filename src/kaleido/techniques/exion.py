@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ._hooks import replace_forward
-from .accel_trace import RECORDER, AccelTraceRecorder, attach_recorder
-from .attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
-from .base import Method, check_range
-from .handle import MethodHandle
-from .registry import SPARSE_ATTENTION_FFN, register_technique
+from kaleido.techniques._hooks import replace_forward
+from kaleido.techniques.accel_trace import RECORDER, AccelTraceRecorder, attach_recorder
+from kaleido.techniques.attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.registry import SPARSE_ATTENTION_FFN, register_technique
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,17 @@
 
 In the shape of torchao's ``quantize_(model, config, filter_fn)``: the config's *type*
 picks the handler.  Both come from the one technique registry
-(:mod:`kaleido.baselines.registry`: each technique's ``config`` type and ``handler``), so a
+(:mod:`kaleido.techniques.registry`: each technique's ``config`` type and ``handler``), so a
 technique registered there is a config here with nothing added.  Configs:
 
-* :class:`~kaleido.integrations.KaleidoConfig` - Kaleido itself (handler:
-  :func:`kaleido.integrations.apply.apply`, returns its :class:`ApplyReport`);
-* each baseline's settings dataclass (``kaleido.baselines.METHODS[name].Settings``: Sparse
+* :class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` - Kaleido itself (handler:
+  :func:`kaleido.techniques.kaleido_reuse.apply.apply`, returns its :class:`ApplyReport`);
+* each baseline's settings dataclass (``kaleido.techniques.catalog.METHODS[name].Settings``: Sparse
   VideoGen, block top-k, ToMe, AdapTiV, EXION, Cambricon-D, PAB, FirstBlockCache,
   TaylorSeer, MagCache, ...) - handler: the baseline's ``Method.apply``, returns its handle (``report()``);
 * a list of configs - a stack, applied in order (e.g. TaylorSeer, then Kaleido), under the rules of
-  :func:`kaleido.baselines.stack.check_composable` (one step cache, one technique per op kind) and undone
-  back to what was applied before it when it fails part-way (:func:`kaleido.baselines.stack.apply_in_order`,
+  :func:`kaleido.techniques.stack.check_composable` (one step cache, one technique per op kind) and undone
+  back to what was applied before it when it fails part-way (:func:`kaleido.techniques.stack.apply_in_order`,
   as ``make_method("stack", ...)`` applies its techniques).
 
 Every config round-trips through a plain mapping (:func:`config_to_dict` /
@@ -38,13 +38,13 @@ _APPLIED_ATTR = "_kaleido_techniques"
 
 def _configurable() -> dict:
     """name -> technique, for every technique ``kaleido.apply`` takes a config of (the registry's)."""
-    from kaleido.baselines import TECHNIQUES
+    from kaleido.techniques.catalog import TECHNIQUES
 
     return {n: t for n, t in TECHNIQUES.items() if t.config is not None}
 
 
 def _technique_of(config: Any):
-    from kaleido.baselines.registry import technique_of_config
+    from kaleido.techniques.registry import technique_of_config
 
     t = technique_of_config(config)
     if t is None:
@@ -83,7 +83,7 @@ def load_config(path: str | Path) -> Any:
     packaged config's name) is read by :meth:`KaleidoConfig.load`, with its one-line errors."""
     import yaml
 
-    from kaleido.integrations.config import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 
     p = Path(path)
     if not p.is_file():
@@ -115,7 +115,7 @@ def save_config(config: Any, path: str | Path) -> Path:
 
 
 def _as_config(config: Any) -> Any:
-    from kaleido.integrations.config import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 
     if config is None:
         return KaleidoConfig()
@@ -136,7 +136,7 @@ def apply(transformer: torch.nn.Module, config: Any = None, *,
     if isinstance(cfg, list):
         if not cfg:
             raise ValueError("kaleido.apply: an empty list of techniques would patch nothing; give at least one")
-        from kaleido.baselines.stack import apply_in_order, check_composable
+        from kaleido.techniques.stack import apply_in_order, check_composable
 
         check_composable([_name_of(c) for c in cfg])  # the stack's rules, before patching
         # undo what this call applied, not what was there before it
@@ -164,8 +164,8 @@ def _method_handler(transformer, config, filter_fn):
 
 def _forget_removed(transformer: torch.nn.Module) -> None:
     """Drop a Kaleido entry whose runtime was removed behind this module's back
-    (``kaleido.integrations.remove`` called directly)."""
-    from kaleido.integrations.apply import is_applied
+    (``kaleido.techniques.kaleido_reuse.remove`` called directly)."""
+    from kaleido.techniques.kaleido_reuse.apply import is_applied
 
     stack = getattr(transformer, _APPLIED_ATTR, None)
     if stack and not is_applied(transformer):
@@ -181,12 +181,12 @@ def applied(transformer: torch.nn.Module) -> list[str]:
 def remove(transformer: torch.nn.Module) -> Any:
     """Undo every technique :func:`apply` put on ``transformer`` (last first).
 
-    Returns Kaleido's :class:`~kaleido.integrations.ReuseTrace` when Kaleido was applied
+    Returns Kaleido's :class:`~kaleido.techniques.kaleido_reuse.ReuseTrace` when Kaleido was applied
     (``None`` if nothing ran), else the last technique's report.  A transformer with
-    Kaleido applied by :func:`kaleido.integrations.apply.apply` directly is undone too.
+    Kaleido applied by :func:`kaleido.techniques.kaleido_reuse.apply.apply` directly is undone too.
     """
-    from kaleido.integrations.apply import is_applied
-    from kaleido.integrations.apply import remove as remove_kaleido
+    from kaleido.techniques.kaleido_reuse.apply import is_applied
+    from kaleido.techniques.kaleido_reuse.apply import remove as remove_kaleido
 
     _forget_removed(transformer)
     stack = getattr(transformer, _APPLIED_ATTR, None)
@@ -210,7 +210,7 @@ def remove(transformer: torch.nn.Module) -> Any:
 
 def _remove_last(transformer: torch.nn.Module) -> tuple[str, Any]:
     """Undo the technique applied last: ``(name, Kaleido's trace or the baseline's report)``."""
-    from kaleido.integrations.apply import remove as remove_kaleido
+    from kaleido.techniques.kaleido_reuse.apply import remove as remove_kaleido
 
     name, handle = getattr(transformer, _APPLIED_ATTR).pop()
     if name == "kaleido":

@@ -9,13 +9,13 @@ is then recorded by the method itself - ``mac8`` / ``mac_low`` / ``skipped`` fro
 it did (kept blocks, merged token counts, non-zero deltas...) - and every other GEMM that
 runs counts as computed.  So a step cache that returns a cached output is charged nothing
 for it (skipped), stacked or alone, and ``computed + skipped`` of every op kind is the
-call's dense count (:class:`~kaleido.baselines.shapes.ModelShapes`).  A linear that runs on
+call's dense count (:class:`~kaleido.techniques.shapes.ModelShapes`).  A linear that runs on
 other rows than the call's shapes plan raises ``ValueError`` (the accounting would be wrong).
 
-Steps and slots.  The handle registers a :class:`~kaleido.integrations.grid.ContextHook`
+Steps and slots.  The handle registers a :class:`~kaleido.techniques.kaleido_reuse.hooks.ContextHook`
 on the transformer, so it sees the cache context the pipeline sets around each call
 (``with transformer.cache_context("cond", step_index=i, ...)``).  Under a context, the
-call's step follows Kaleido's own rule (:class:`~kaleido.integrations.state.StepCounter`:
+call's step follows Kaleido's own rule (:class:`~kaleido.techniques.kaleido_reuse.runtime.StepCounter`:
 the context's ``step_index``, else the number of earlier calls in that context; a step
 index or timestep that goes back up starts a new generation), and its slot is the order
 in which its context's name first appeared in the generation (``"cond"`` 0, ``"uncond"``
@@ -26,7 +26,7 @@ a bare call after calls under a context, and the other way round).
 
 Observers.  What records a method's decisions (the accelerator baselines' trace
 recorder, :mod:`.accel_trace`) attaches by name, never by replacing the handle's or the
-ledger's functions: :meth:`~kaleido.baselines.ledger.OpLedger.add_observer` sees every count
+ledger's functions: :meth:`~kaleido.techniques.ledger.OpLedger.add_observer` sees every count
 added, :meth:`MethodHandle.observe` sees what the handle and the method announce with
 :meth:`MethodHandle.notify` (:data:`EVENTS`), :meth:`MethodHandle.register_report_extra`
 adds entries to ``report().extra`` and :meth:`MethodHandle.register_trace_provider`
@@ -42,12 +42,12 @@ import torch
 
 from kaleido.reuse import TokenGrid
 
-from .ledger import OpLedger, check_new_name
-from .method_report import MethodReport
-from .shapes import OP_KINDS, Gemm, ModelShapes
+from kaleido.techniques.ledger import OpLedger, check_new_name
+from kaleido.techniques.method_report import MethodReport
+from kaleido.techniques.shapes import OP_KINDS, Gemm, ModelShapes
 
 if TYPE_CHECKING:
-    from .base import Method
+    from kaleido.techniques.base import Method
 
 #: What the handle and the methods announce to the handle's observers (:meth:`MethodHandle.notify`) -> the arguments.
 EVENTS: dict[str, str] = {
@@ -77,13 +77,13 @@ class MethodHandle:
     """A method applied to one transformer: observes calls, keeps counts, undoes itself.
 
     ``adapter``, ``attention_sites``, ``linear_sites`` (:meth:`gemm_linear_sites
-    <kaleido.integrations.registry.ModelAdapter.gemm_linear_sites>`) and ``shapes`` describe the
+    <kaleido.models.adapter.ModelAdapter.gemm_linear_sites>`) and ``shapes`` describe the
     model; ``call`` and ``gemms`` the call in progress.
     """
 
     def __init__(self, method: "Method", transformer: torch.nn.Module) -> None:
-        from kaleido.integrations.registry import adapter_for
-        from kaleido.integrations.state import StepCounter
+        from kaleido.models.adapter import adapter_for
+        from kaleido.techniques.kaleido_reuse.runtime import StepCounter
 
         self.method = method
         self.transformer = transformer
@@ -128,10 +128,10 @@ class MethodHandle:
 
     # -- observation ------------------------------------------------------------------
     def _register_context_hook(self):
-        """A :class:`~kaleido.integrations.grid.ContextHook` on the transformer, under a name of this handle's."""
+        """A :class:`~kaleido.techniques.kaleido_reuse.hooks.ContextHook` on the transformer, under a name of this handle's."""
         from diffusers.hooks import HookRegistry
 
-        from kaleido.integrations.grid import ContextHook, remove_hook
+        from kaleido.techniques.kaleido_reuse.hooks import ContextHook, remove_hook
 
         hook, name = ContextHook(), f"baseline_context_{id(self)}"
         HookRegistry.check_if_exists_or_initialize(self.transformer).register_hook(hook, name)
@@ -176,7 +176,7 @@ class MethodHandle:
         return name, num_steps
 
     def _pre_call(self, module, args, kwargs):
-        from kaleido.integrations.state import as_float
+        from kaleido.techniques.kaleido_reuse.runtime import as_float
 
         inputs = self.adapter.bound_inputs(module, args, kwargs)
         grid = self.adapter.grid(module, inputs)
@@ -256,7 +256,7 @@ class MethodHandle:
 
     def feed_forwards(self) -> list[tuple[str, int, torch.nn.Module]]:
         """``(name, layer, module)`` of the model's diffusers ``FeedForward`` modules (from the linear sites)."""
-        from kaleido.integrations.registry import feed_forwards
+        from kaleido.models.adapter import feed_forwards
 
         return feed_forwards(self.transformer, self.linear_sites)
 
@@ -316,9 +316,15 @@ class MethodHandle:
         """The :class:`~kaleido.trace.ReuseTrace` of the method's decisions, from its recorder."""
         if not self._trace_providers:
             raise ValueError(f"{self.method.name} records no accelerator trace; accel_trace() serves the methods "
-                             "that attach a recorder (kaleido.baselines.accel_trace: adaptiv, exion, cambricon_d)")
+                             "that attach a recorder (kaleido.techniques.accel_trace: adaptiv, exion, cambricon_d)")
         (fn,) = self._trace_providers.values()
         return fn()
+
+    def simulator_traces(self) -> dict:
+        """The traces of this generation a simulator replays, by kind: ``"accel"`` (an accelerator baseline's
+        recorder, :meth:`accel_trace`) and, on Kaleido's handle, ``"kaleido"`` (its :class:`ReuseTrace`).  The
+        technique never builds a simulator profile itself: the comparison does, through ``kaleido.hw``."""
+        return {"accel": self.accel_trace()} if self._trace_providers else {}
 
     def remove(self) -> None:
         """Undo everything :meth:`Method.apply` did, in reverse order."""

@@ -6,7 +6,7 @@ from typing import Callable
 
 from kaleido.reuse import OpCounts
 
-from .shapes import ESTIMATE, OP_KINDS
+from kaleido.techniques.shapes import ESTIMATE, OP_KINDS
 
 
 def check_new_name(what: str, name: str, taken) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from kaleido.reuse import OpCounts
 
-from .shapes import ESTIMATE, OP_KINDS
+from kaleido.techniques.shapes import ESTIMATE, OP_KINDS
 
 
 @dataclass

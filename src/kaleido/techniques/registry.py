@@ -1,6 +1,6 @@
 """The one registry of techniques: everything the package needs to know about each, in one entry.
 
-A technique registers its :class:`~kaleido.baselines.base.Method` class where it is defined::
+A technique registers its :class:`~kaleido.techniques.base.Method` class where it is defined::
 
     @register_technique(family=TOKEN_MERGING, colour="#2ca02c", grid=_grid,
                         test_settings=dict(ratio=0.5), null_settings=dict(ratio=0.0))
@@ -9,14 +9,14 @@ A technique registers its :class:`~kaleido.baselines.base.Method` class where it
         Settings = ToMeSettings
         claims = claims_of(("self_qk", "self_pv"))
 
-and every reader takes it from here: ``make_method`` and :data:`kaleido.baselines.METHODS`
+and every reader takes it from here: ``make_method`` and :data:`kaleido.techniques.catalog.METHODS`
 (views of :data:`TECHNIQUES`), ``kaleido.apply`` (the config type it dispatches on and its
-handler), the stacking rules (:func:`kaleido.baselines.stack.check_composable`: which
+handler), the stacking rules (:func:`kaleido.techniques.stack.check_composable`: which
 techniques are step caches, which op kinds each decides), the comparison's default sweep
 (:mod:`kaleido.compare.grids`: each technique's grid), the report's families and the plots'
 colours, ``kaleido compare --help``, and the shared tester (its settings, its "off" settings,
 the families it refuses and why).  So a new baseline is one module that registers itself
-(imported by :mod:`kaleido.baselines`) plus its test case.
+(imported by :mod:`kaleido.techniques.catalog`) plus its test case.
 
 This module imports no technique; the technique modules import it.
 """
@@ -27,17 +27,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from kaleido.models.testing import TESTED_FAMILIES as _TESTED_FAMILIES
+
 #: Report families, in the order the report lists them (:attr:`Technique.family` is one of them).
 KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL, STACK = (
     "Kaleido", "sparse attention", "token merging", "sparse attention + FFN reuse", "step cache",
     "differential computing", "step cache + Kaleido")
 FAMILIES: tuple[str, ...] = (KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL,
                              STACK)
-#: The model families the shared tester runs every technique on (tiny random pipelines of
-#: :mod:`kaleido.integrations.testing`): Wan with classifier-free guidance as two calls per step, HunyuanVideo
+#: The model families the shared tester runs every technique on (:data:`kaleido.models.testing.TESTED_FAMILIES`,
+#: one tiny random model each): Wan with classifier-free guidance as two calls per step, HunyuanVideo
 #: (dual- and single-stream blocks, embedded guidance), CogVideoX 5B-style (RoPE) and 2B-style (no RoPE), both
 #: batching guidance into one call.  :attr:`Technique.refuses` is keyed by them.
-TESTED_FAMILIES: tuple[str, ...] = ("wan", "hunyuan_video", "cogvideox_5b_style", "cogvideox_2b_style")
+TESTED_FAMILIES = _TESTED_FAMILIES
 #: The tester's denoising steps (enough for every technique to act: caches and cross-step methods skip from the
 #: second step on); :attr:`Technique.test_settings` are chosen for it.
 TEST_STEPS = 2
@@ -60,7 +62,7 @@ class GridUnavailable(ValueError):
 class Technique:
     """One registered technique.
 
-    ``method``: its :class:`~kaleido.baselines.base.Method` class (``name``, ``Settings``); ``claims``: the op
+    ``method``: its :class:`~kaleido.techniques.base.Method` class (``name``, ``Settings``); ``claims``: the op
     kinds it may decide itself (what its handle takes over; every other op kind is counted as it runs);
     ``family`` / ``colour``: the report's family (:data:`FAMILIES`) and its plot colour; ``grid``: its default
     sweep settings (``None``: none); ``test_settings`` / ``null_settings``: settings under which it changes
@@ -104,7 +106,7 @@ class Technique:
 
     @property
     def is_step_cache(self) -> bool:
-        """Whether it decides which block units run (one per transformer: see :mod:`kaleido.baselines.stack`)."""
+        """Whether it decides which block units run (one per transformer: see :mod:`kaleido.techniques.stack`)."""
         return self.family == STEP_CACHE
 
     def config_to_dict(self, config: Any) -> dict:
@@ -129,7 +131,7 @@ class Technique:
         return cls(**d)
 
 
-#: name -> technique, in registration order (the order :mod:`kaleido.baselines` imports the modules)
+#: name -> technique, in registration order (the order :mod:`kaleido.techniques.catalog` imports the modules)
 TECHNIQUES: dict[str, Technique] = {}
 
 
@@ -139,7 +141,7 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, te
                        handler: Callable[..., Any] | None = None, stacks: Grid | None = None,
                        requires: tuple[str, str] | None = None,
                        needs_accelerator: bool = False) -> Callable[[type], type]:
-    """Class decorator: register a :class:`~kaleido.baselines.base.Method` subclass under its ``name``.
+    """Class decorator: register a :class:`~kaleido.techniques.base.Method` subclass under its ``name``.
 
     ``claims``: the op kinds it may decide, for a class whose ``claims`` depend on its settings (a property);
     otherwise they are read from the class's ``claims`` (``(unit, op kind)`` pairs).  ``config``: the type

@@ -2,7 +2,7 @@
 
 Sites and shapes come from the adapter, as they do for Kaleido: its attention sites
 (module, layer, ``self`` / ``cross``, which tokens the queries and keys are) and its block
-linears (:meth:`~kaleido.integrations.registry.ModelAdapter.gemm_linear_sites`: module,
+linears (:meth:`~kaleido.models.adapter.ModelAdapter.gemm_linear_sites`: module,
 layer, op kind, which tokens the rows are).  :class:`ModelShapes` turns them and a call's
 batch ``B``, video tokens ``S`` and text tokens ``L`` into the call's GEMMs (:class:`Gemm`),
 so a call's dense MACs are right on every family: Wan's cross-attention over ``L`` text
@@ -42,7 +42,7 @@ OP_KINDS: tuple[str, ...] = tuple(k.value for k in ALL_BLOCK_OPS)
 ESTIMATE = "estimate"
 #: The units of a Wan-style block (self-attention, cross-attention, FFN) and the op kinds each covers.
 UNIT_KINDS: dict[str, tuple[str, ...]] = {u: tuple(k.value for k in ops) for u, ops in UNIT_OPS.items()}
-#: Which tokens a GEMM's rows are (the adapter's vocabulary: kaleido.integrations.registry.SEQUENCES).
+#: Which tokens a GEMM's rows are (the adapter's vocabulary: kaleido.models.adapter.SEQUENCES).
 VIDEO, TEXT, JOINT = "video", "text", "joint"
 
 
@@ -124,7 +124,7 @@ class ModelShapes:
     @classmethod
     def of(cls, transformer: torch.nn.Module) -> "ModelShapes":
         """The shapes of ``transformer`` (``ValueError`` in one line for a model without an adapter)."""
-        from kaleido.integrations.registry import adapter_for
+        from kaleido.models.adapter import adapter_for
 
         adapter = adapter_for(transformer)
         adapter.check_model(transformer)

@@ -25,14 +25,14 @@ import torch
 
 from kaleido.reuse import TokenGrid
 
-from ._blocks import (band_block_mask, block_of_token, expand_block_mask, keep_count, n_blocks, sweep_block_size,
+from kaleido.techniques._blocks import (band_block_mask, block_of_token, expand_block_mask, keep_count, n_blocks, sweep_block_size,
                       temporal_layout)
-from .attention_core import (AttnContext, dense_attention, install_attention_core, joint_keep, keep_attention,
+from kaleido.techniques.attention_core import (AttnContext, dense_attention, install_attention_core, joint_keep, keep_attention,
                              masked_attention)
-from .base import Method, check_range
-from .handle import MethodHandle
-from .registry import SPARSE_ATTENTION, register_technique
-from .shapes import claims_of
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.registry import SPARSE_ATTENTION, register_technique
+from kaleido.techniques.shapes import claims_of
 
 
 @dataclass(frozen=True)

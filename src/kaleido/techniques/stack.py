@@ -11,7 +11,7 @@ and why the accounting does:
   inside it is computed or decided by the other technique;
 * the other technique (Kaleido, or any op-level baseline) decides how the units that
   run are computed.  Every handle counts, per op kind, the units that really ran
-  (:mod:`kaleido.baselines.base`), so a skipped unit is charged nothing by every handle,
+  (:mod:`kaleido.techniques.base`), so a skipped unit is charged nothing by every handle,
   and the op-level technique charges the units that ran by its own decisions (Kaleido:
   its trace's mode maps).
 
@@ -26,7 +26,7 @@ technique, a stack inside a stack, fewer than two techniques.  :func:`apply_in_o
 way techniques are applied in order and undone when one fails.
 
 The comparison's stacked points are the ones the step caches register (``stacks=`` in their
-:func:`~kaleido.baselines.registry.register_technique`), gathered by this technique's grid.
+:func:`~kaleido.techniques.registry.register_technique`), gathered by this technique's grid.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from .base import Method
-from .method_report import MethodReport
-from .registry import STACK, TECHNIQUES, GridUnavailable, register_technique
-from .shapes import ESTIMATE
+from kaleido.techniques.base import Method
+from kaleido.techniques.method_report import MethodReport
+from kaleido.techniques.registry import STACK, TECHNIQUES, GridUnavailable, register_technique
+from kaleido.techniques.shapes import ESTIMATE
 
 
 @dataclass(frozen=True)
@@ -147,11 +147,17 @@ class StackHandle:
         extra: dict[str, Any] = {"op_source": dict(sorted(source.items())),
                                  "stack": [{"technique": m.name, "settings": m.settings_dict(), "report": r.to_dict()}
                                            for m, r in zip(self.method.methods, reports)]}
-        for r in reports:  # the accelerator replays' inputs, as the single techniques report them
-            for key in ("hw_profile", "hw_profile_error", "accel_profile", "accel_profile_notes", "matched"):
-                if key in r.extra:
-                    extra[key] = r.extra[key]
+        for r in reports:
+            if "matched" in r.extra:
+                extra["matched"] = r.extra["matched"]
         return MethodReport(self.method.name, self.method.settings_dict(), counts, reports[0].calls, extra)
+
+    def simulator_traces(self) -> dict:
+        """The stacked techniques' traces a simulator replays, by kind (see ``MethodHandle.simulator_traces``)."""
+        out: dict = {}
+        for h in self.handles:
+            out.update(h.simulator_traces())
+        return out
 
     def remove(self) -> None:
         if self._removed:

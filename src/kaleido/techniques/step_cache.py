@@ -7,7 +7,7 @@ uses), check that the identifiers really match some, and refuse to run when they
 nothing: the matched module names are listed in the report's ``extra["matched"]``.
 
 Savings are measured, not assumed: the handle counts which GEMMs really ran on every call
-(see :mod:`kaleido.baselines.base`); a module served from the cache is charged nothing.
+(see :mod:`kaleido.techniques.base`); a module served from the cache is charged nothing.
 The caches' own state is reset at the start of every generation.
 
 Where diffusers' cache cannot serve a model, the method refuses in one line
@@ -50,10 +50,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import Method, check_range
-from .handle import MethodHandle
-from .kaleido_method import QK_ONLY, calibrated_setting, is_few_step
-from .registry import TEST_STEPS, STEP_CACHE, GridUnavailable, register_technique
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.kaleido_reuse.method import QK_ONLY, calibrated_setting, is_few_step
+from kaleido.techniques.registry import TEST_STEPS, STEP_CACHE, GridUnavailable, register_technique
 
 #: Wan's self-attention and feed-forward modules, the default TaylorSeer caches there (diffusers' own
 #: defaults match nothing on Wan or CogVideoX); on every model the default is its adapter's self-attention
@@ -382,7 +382,7 @@ def magcache_grid(pipeline: str, steps: int | None) -> list[dict]:
     model (2 held-out prompts, seed 0: threshold 0.24, 8 steps in a row, the first 20% computed: 68% of the
     transformer at 35.2 / 33.4 dB; 0.5, 12, 10%: 80% at 30.3 / 27.9 dB; diffusers' defaults 0.06, 3, 20%: 56% at
     40.0 dB; a looser threshold alone is capped by the steps in a row).  Without ratios calibrated for that
-    pipeline and step count it has none (:class:`~kaleido.baselines.registry.GridUnavailable`, naming the
+    pipeline and step count it has none (:class:`~kaleido.techniques.registry.GridUnavailable`, naming the
     command that measures them): they depend on the checkpoint and on the step count."""
     if steps is None:
         raise GridUnavailable(f"magcache: the number of steps {pipeline!r} runs is not known here (its ratios are "

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._merge import groups_from_pairs, local_windows, window_dst
-from .attention_core import AttnContext, install_attention_core, merged_joint_attention, record_pairs
-from .base import Method, check_range
-from .handle import MethodHandle
-from .registry import TOKEN_MERGING, register_technique
-from .shapes import claims_of
+from kaleido.techniques._merge import groups_from_pairs, local_windows, window_dst
+from kaleido.techniques.attention_core import AttnContext, install_attention_core, merged_joint_attention, record_pairs
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.registry import TOKEN_MERGING, register_technique
+from kaleido.techniques.shapes import claims_of
 
 
 @dataclass(frozen=True)

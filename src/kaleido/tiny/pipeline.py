@@ -61,7 +61,7 @@ class TinyVariant:
     demo: GenerationSettings
     transformer: str | None = None
     #: the packaged KaleidoConfig calibrated for this model (``kaleido calibrate``), used when none is given
-    #: (:func:`kaleido.integrations.config.default_config` looks it up)
+    #: (:func:`kaleido.techniques.kaleido_reuse.config.default_config` looks it up)
     config: str | None = None
     #: a distilled student: its scheduler ships beside its transformer, and it warns when called at another
     #: step count or guidance than its demo's

@@ -7,7 +7,7 @@
 * :mod:`~kaleido.trace.formats`: the safetensors file, versions 1-3 (:func:`save_trace`, :func:`read_trace`);
 * :mod:`~kaleido.trace.reuse_trace`: :class:`ReuseTrace`, records plus metadata.
 
-A layer of its own below the runtime: it imports neither diffusers, the runtime (``kaleido.integrations``) nor the
+A layer of its own below the runtime: it imports neither diffusers, the runtime (``kaleido.techniques.kaleido_reuse``) nor the
 simulator. The simulator's profile of a trace: :func:`kaleido.hw.trace_adapter.profile_from_trace`.
 """
 

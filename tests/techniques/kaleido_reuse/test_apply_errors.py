@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig
-from kaleido.integrations.registry import supported_models
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
+from kaleido.models.adapter import supported_models
 
 
 def _wan(**kw):
@@ -46,7 +46,7 @@ def test_refuses_to_patch_nothing():
         kaleido.apply(model, {"ops": off})
     with pytest.raises(ValueError, match="filter accepted no module"):
         kaleido.apply(model, filter_fn=lambda name, module: False)
-    assert not kaleido.integrations.is_applied(model)
+    assert not kaleido.techniques.kaleido_reuse.is_applied(model)
 
 
 def test_filter_limits_patching():
@@ -70,7 +70,7 @@ def test_double_apply_layers_and_axes_errors():
         kaleido.apply(model, {"ops": {"self_qk": {"axes": ["t", "h"]}}})
     with pytest.raises(ValueError, match="one per chunk"):
         kaleido.apply(model, {"ops": {"proj": {"chunk_size": 8, "axes": ["t", "h", "w"]}}})
-    assert not kaleido.integrations.is_applied(model)
+    assert not kaleido.techniques.kaleido_reuse.is_applied(model)
 
 
 def test_fused_projections_are_refused():
@@ -99,8 +99,8 @@ def test_schedule_needs_the_number_of_steps():
     x = torch.randn(1, 4, 3, 8, 8)
     with torch.no_grad(), pytest.raises(ValueError, match="set_num_steps"):
         model(x, torch.tensor([1.0]), torch.randn(1, 7, 16))
-    kaleido.integrations.set_num_steps(model, 4)
+    kaleido.techniques.kaleido_reuse.set_num_steps(model, 4)
     with torch.no_grad():
         model(x, torch.tensor([1.0]), torch.randn(1, 7, 16))
     with pytest.raises(ValueError, match="positive int"):
-        kaleido.integrations.set_num_steps(model, 0)
+        kaleido.techniques.kaleido_reuse.set_num_steps(model, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kaleido.integrations import KaleidoConfig
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
 from kaleido.reuse import ReuseConfig
 
 
@@ -95,14 +95,14 @@ def test_bad_files(tmp_path):
 def test_shipped_default_yaml_is_the_default_config():
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
+    path = Path(__file__).resolve().parents[3] / "configs" / "default.yaml"
     assert KaleidoConfig.load(path) == KaleidoConfig()
 
 
 def test_shipped_self_qk_only_yaml_reuses_self_attention_qk_only():
     from pathlib import Path
 
-    cfg = KaleidoConfig.load(Path(__file__).resolve().parents[2] / "configs" / "self-qk-only.yaml")
+    cfg = KaleidoConfig.load(Path(__file__).resolve().parents[3] / "configs" / "self-qk-only.yaml")
     assert [k for k, op in cfg.ops.items() if op.enabled] == ["self_qk"]
     r = cfg.reuse_config("self_qk", 0)
     assert (r.theta1, r.theta2, r.low_bits, r.dense_steps) == (36, 64, 7, 3)
@@ -120,7 +120,7 @@ def test_round_trip_keeps_thresholds_when_an_op_drops_a_default_override():
 
 
 def test_packaged_calibrated_config_loads_by_name():
-    from kaleido.integrations.config import packaged_configs
+    from kaleido.techniques.kaleido_reuse.config import packaged_configs
 
     assert "calibrated-tiny" in packaged_configs()
     by_name = KaleidoConfig.load("calibrated-tiny")

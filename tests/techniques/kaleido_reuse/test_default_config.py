@@ -1,6 +1,6 @@
 """default_config: the packaged config calibrated for a model, else KaleidoConfig()."""
 
-from kaleido.integrations.config import KaleidoConfig, default_config, packaged_configs
+from kaleido.techniques.kaleido_reuse.config import KaleidoConfig, default_config, packaged_configs
 from kaleido.tiny.pipeline import TINY_VARIANTS
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig, get_trace
+from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
 from kaleido.reuse import ReuseConfig
 
 AGGRESSIVE = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0))

@@ -47,10 +47,10 @@ def test_down_projection_in_tiles_equals_whole(monkeypatch):
     import importlib
 
     import kaleido
-    from kaleido.integrations import KaleidoConfig, get_trace
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
     from kaleido.reuse import ReuseConfig
 
-    lin = importlib.import_module("kaleido.integrations.linear")
+    lin = importlib.import_module("kaleido.techniques.kaleido_reuse.linear")
     rl = importlib.import_module("kaleido.reuse.linear")
 
     cfg = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=0))
@@ -84,8 +84,8 @@ def test_feed_forward_activation_decided_in_place(monkeypatch):
     """A FeedForward's hidden activation is decided in place by its down projection (no effective copy), with
     the same decisions and outputs as the copying path; a hook that could see the tensor turns it off."""
     import kaleido
-    from kaleido.integrations import KaleidoConfig, get_trace
-    from kaleido.integrations.state import KaleidoRuntime
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
+    from kaleido.techniques.kaleido_reuse.runtime import KaleidoRuntime
 
     cfg = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=0))
     owned = []
@@ -115,8 +115,8 @@ def test_feed_forward_activation_decided_in_place(monkeypatch):
 def test_in_place_needs_inference():
     """With autograd recording, the activation is not overwritten (the backward pass needs it)."""
     import kaleido
-    from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.apply import _runtime
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse.apply import _runtime
 
     m, kw = _tiny_wan()
     kaleido.apply(m, KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=0)))
@@ -137,8 +137,8 @@ def test_effective_buffer_drops_the_kept_decision():
     """The kept linear decision's effective operand lives in the runtime's one buffer: handing the buffer to the
     next decision (an attention's q, another linear) drops it, so no later reader of the same x gets stale data."""
     import kaleido
-    from kaleido.integrations import KaleidoConfig
-    from kaleido.integrations.apply import _runtime
+    from kaleido.techniques.kaleido_reuse import KaleidoConfig
+    from kaleido.techniques.kaleido_reuse.apply import _runtime
 
     m, _ = _tiny_wan()
     kaleido.apply(m, KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=0)))

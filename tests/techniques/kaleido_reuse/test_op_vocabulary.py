@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
 from kaleido.ops import BLOCK_OPS, SWITCH_OF, OpKind
 
 #: every switch on, P.V included, so that every op kind a model has is recorded with reuse

@@ -1,6 +1,6 @@
 """With reuse on, what every patched layer returns is what its mode map says - not the dense result.
 
-The tiny random transformers of every family (``conftest.CASES``) run on a video whose
+The tiny random transformers of every family (``kaleido.models.testing.TRANSFORMER_CASES``) run on a video whose
 frames are the same up to a little noise, at large thresholds, so that many rows are
 FULL or PARTIAL.  Then:
 
@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 
 import kaleido
-from kaleido.integrations import KaleidoConfig, get_trace
-from kaleido.integrations.apply import add_observer
+from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
+from kaleido.techniques.kaleido_reuse.apply import add_observer
 from kaleido.reuse import ChannelGroups, Mode, ReuseConfig, TokenGrid, decide_effective
 
 THETA1, THETA2, LOW_BITS = 16.0, 32.0, 6

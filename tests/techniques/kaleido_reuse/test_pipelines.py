@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import kaleido
-from kaleido.integrations import KaleidoConfig, get_trace
-from kaleido.integrations import testing as T
-from kaleido.integrations.evaluation import GenerationSettings, generate, load_any_pipeline
+from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
+from kaleido.models import testing as T
+from kaleido.evaluation.generate import GenerationSettings, generate, load_any_pipeline
 from kaleido.reuse import ReuseConfig
 
 WAN_SETTINGS = GenerationSettings(num_inference_steps=2, num_frames=9, height=64, width=64, guidance_scale=5.0)
@@ -100,7 +100,7 @@ def test_hunyuan_video_pipeline_dual_and_single_stream():
 
 
 def test_warm_up_changes_neither_videos_nor_traces(wan_pipe):
-    from kaleido.integrations.evaluation import dense_runs, kaleido_runs
+    from kaleido.evaluation.generate import dense_runs, kaleido_runs
 
     cfg = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=1))
     settings = GenerationSettings(num_inference_steps=3, num_frames=9, height=64, width=64, guidance_scale=5.0)

@@ -6,7 +6,8 @@ import torch
 
 import kaleido
 from kaleido.hw.trace_adapter import profile_from_trace
-from kaleido.integrations import KaleidoConfig, ReuseTrace
+from kaleido.techniques.kaleido_reuse import KaleidoConfig
+from kaleido.trace import ReuseTrace
 
 
 def _trace(model, axes):

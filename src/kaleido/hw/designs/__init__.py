@@ -14,7 +14,7 @@ statistics of its technique into action counts (``count``), and an energy table 
 (:mod:`kaleido.report.accel`), ``kaleido simulate`` (:mod:`kaleido.simulation`) and the trace replay
 (:mod:`kaleido.hw.baseline_replay`) read it.  A new design is one module here and its entry in
 :data:`_BUILT_IN` (or a :func:`register_design` call).  The algorithms that produce the baselines'
-statistics are in :mod:`kaleido.baselines`; this package never imports them (the simulator is the
+statistics are in :mod:`kaleido.techniques.catalog`; this package never imports them (the simulator is the
 lower layer).
 """
 

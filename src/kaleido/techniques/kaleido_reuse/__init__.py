@@ -1,34 +1,23 @@
-"""Kaleido inside diffusers: ``apply`` / ``remove`` on vDiT transformers, and traces.
+"""Kaleido as a technique: ``apply`` / ``remove`` on diffusers vDiT transformers, its config and its runtime.
 
 >>> report = kaleido.apply(pipe.transformer, kaleido.KaleidoConfig())
 >>> video = pipe(prompt, num_inference_steps=30).frames[0]
 >>> trace = kaleido.get_trace(pipe.transformer)   # the generation's ReuseTrace
 >>> kaleido.remove(pipe.transformer)               # back to the stock model
 
-Supported: WanTransformer3DModel, HunyuanVideoTransformer3DModel,
-CogVideoXTransformer3DModel (see :mod:`kaleido.integrations.registry`).
+The package, one concept a module: :mod:`~kaleido.techniques.kaleido_reuse.config` (``KaleidoConfig``, what is
+reused where), :mod:`~kaleido.techniques.kaleido_reuse.runtime` (the per-generation state: plans, grids, the
+trace being recorded), :mod:`~kaleido.techniques.kaleido_reuse.hooks` (the transformer-level hook: step, grid and
+cache context), :mod:`~kaleido.techniques.kaleido_reuse.linear` (the linear hooks),
+:mod:`~kaleido.techniques.kaleido_reuse.attention` (Kaleido's attention core),
+:mod:`~kaleido.techniques.kaleido_reuse.apply` (install and remove) and
+:mod:`~kaleido.techniques.kaleido_reuse.method` (Kaleido behind the comparison's ``Method`` interface).
+The models it runs on are :mod:`kaleido.models`' adapters.
 """
 
-from .apply import ApplyReport, apply, get_trace, is_applied, remove, reset, set_num_steps
-from .config import OP_SWITCHES, KaleidoConfig, OpConfig
-from .registry import ModelAdapter, register_adapter, supported_models
-from kaleido.trace import ReuseTrace, TraceRecord
-from . import cogvideox, hunyuan_video, wan  # noqa: E402,F401  (each registers its adapter)
+from kaleido.techniques.kaleido_reuse.apply import (ApplyReport, apply, get_trace, is_applied, remove, reset,
+                                                    set_num_steps)
+from kaleido.techniques.kaleido_reuse.config import OP_SWITCHES, KaleidoConfig, OpConfig
 
-__all__ = [
-    "apply",
-    "remove",
-    "get_trace",
-    "reset",
-    "set_num_steps",
-    "is_applied",
-    "ApplyReport",
-    "KaleidoConfig",
-    "OpConfig",
-    "OP_SWITCHES",
-    "ReuseTrace",
-    "TraceRecord",
-    "ModelAdapter",
-    "register_adapter",
-    "supported_models",
-]
+__all__ = ["apply", "remove", "get_trace", "reset", "set_num_steps", "is_applied", "ApplyReport", "KaleidoConfig",
+           "OpConfig", "OP_SWITCHES"]

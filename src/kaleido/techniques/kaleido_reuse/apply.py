@@ -19,12 +19,12 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from .config import OP_SWITCH_OF, KaleidoConfig
-from .grid import GRID_HOOK, GridCaptureHook, remove_hook
-from .linear import LINEAR_HOOK, ActivationOwner, DenseCounter, LinearReuseHook
-from .processors import ReuseCore
-from .registry import adapter_for, feed_forwards
-from .state import KaleidoRuntime
+from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF, KaleidoConfig
+from kaleido.techniques.kaleido_reuse.hooks import GRID_HOOK, GridCaptureHook, remove_hook
+from kaleido.techniques.kaleido_reuse.linear import LINEAR_HOOK, ActivationOwner, DenseCounter, LinearReuseHook
+from kaleido.techniques.kaleido_reuse.attention import ReuseCore
+from kaleido.models.adapter import adapter_for, feed_forwards
+from kaleido.techniques.kaleido_reuse.runtime import KaleidoRuntime
 from kaleido.trace import ReuseTrace
 
 logger = logging.getLogger("kaleido")
@@ -264,7 +264,7 @@ def set_num_steps(transformer: torch.nn.Module, num_steps: int | None) -> None:
 
 def add_observer(transformer: torch.nn.Module, observer: Callable[..., None]) -> None:
     """Hand every reused operand of the Kaleido-patched ``transformer`` to ``observer`` until :func:`remove`
-    (called as :meth:`KaleidoRuntime.observe <kaleido.integrations.state.KaleidoRuntime.observe>` calls its
+    (called as :meth:`KaleidoRuntime.observe <kaleido.techniques.kaleido_reuse.runtime.KaleidoRuntime.observe>` calls its
     observers: the call in progress, then ``layer, op, role, module, operand, grid, groups``); the
     characterisation's operand capture attaches this way."""
     if not callable(observer):

@@ -11,7 +11,7 @@ diffusers delivers the cache context to every ``StateManager`` attribute of a
 stateful hook; :class:`ContextTracker` is such an attribute that only remembers it, and
 :class:`ContextHook` the stateful hook that holds one.  Kaleido's hook is a
 :class:`ContextHook`; so is the one every baseline's handle registers
-(:class:`kaleido.baselines.base.MethodHandle`), which takes each call's step and slot from it.
+(:class:`kaleido.techniques.base.MethodHandle`), which takes each call's step and slot from it.
 :func:`remove_hook` takes a hook off a module again, and the registry with the last one.
 """
 
@@ -23,7 +23,7 @@ import torch
 from diffusers.hooks import ModelHook
 from diffusers.hooks.hooks import StateManager
 
-from .state import KaleidoRuntime, as_float
+from kaleido.techniques.kaleido_reuse.runtime import KaleidoRuntime, as_float
 
 #: name of Kaleido's hook in the transformer's diffusers HookRegistry
 GRID_HOOK = "kaleido_grid"

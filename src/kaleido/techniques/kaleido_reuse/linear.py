@@ -22,7 +22,7 @@ transformer gets a plain forward hook that only counts its dense MACs
 A ``FeedForward``'s hidden activation is the feed-forward's own temporary: an
 :class:`ActivationOwner` hook on its activation module marks it, and the down projection
 decides it in place instead of copying it.  Every other operand's effective copy goes into the
-runtime's one reused buffer (:meth:`~kaleido.integrations.state.KaleidoRuntime.effective_out`),
+runtime's one reused buffer (:meth:`~kaleido.techniques.kaleido_reuse.runtime.KaleidoRuntime.effective_out`),
 but a down projection's wide input that is not marked (HunyuanVideo's single-stream
 ``proj_out``) gets a fresh one, tiled when large.
 """
@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from kaleido.reuse import decide_effective
 from kaleido.reuse.linear import linear_in_tiles
 
-from .config import OP_SWITCH_OF
-from .state import KaleidoRuntime
+from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF
+from kaleido.techniques.kaleido_reuse.runtime import KaleidoRuntime
 
 #: name of Kaleido's hook in each patched linear layer's diffusers HookRegistry
 LINEAR_HOOK = "kaleido_linear_reuse"
@@ -122,7 +122,7 @@ class ActivationOwner:
     Its output is the feed-forward's hidden activation, the widest tensor of the block, which
     ``FeedForward.forward`` hands (through an inference-mode dropout) to the down projection
     ``net.2`` and to nothing else.  The hook marks it in the runtime
-    (:meth:`~kaleido.integrations.state.KaleidoRuntime.own_activation`), so the down projection's
+    (:meth:`~kaleido.techniques.kaleido_reuse.runtime.KaleidoRuntime.own_activation`), so the down projection's
     :class:`LinearReuseHook` decides it in place: no effective copy of that size is made (on the
     CPU its page faults were two thirds of that decision's time at Wan 1.3B's shapes), and no
     tiling is needed to bound the peak memory.  It marks nothing while another PyTorch hook could
@@ -157,7 +157,7 @@ class DenseCounter:
     """Forward hook counting the dense MACs of a linear or conv layer Kaleido leaves alone.
 
     Its records carry the op the adapter names the layer by (:meth:`ModelAdapter.dense_op
-    <kaleido.integrations.registry.ModelAdapter.dense_op>`: ``cross_proj_kv`` for Wan's text-side
+    <kaleido.models.adapter.ModelAdapter.dense_op>`: ``cross_proj_kv`` for Wan's text-side
     key/value projections, ``dense`` for every other layer).
     """
 

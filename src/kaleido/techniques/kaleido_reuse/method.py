@@ -1,7 +1,7 @@
-"""Kaleido itself behind the baselines' :class:`~kaleido.baselines.base.Method` interface.
+"""Kaleido itself behind the baselines' :class:`~kaleido.techniques.base.Method` interface.
 
 ``KaleidoMethod(theta1=16, theta2=32, ...)`` applies :func:`kaleido.apply` with a
-:class:`~kaleido.integrations.KaleidoConfig` built from the flat settings (one threshold
+:class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` built from the flat settings (one threshold
 pair and one ``low_bits`` for every op; their defaults are ``KaleidoConfig()``'s base
 reuse settings and op switches), and its report takes each op kind's MAC counts from
 Kaleido's own ``ReuseTrace`` (the mode counts the reuse decisions produced), so Kaleido
@@ -13,8 +13,8 @@ count.  The trace's per-kind dense MACs are checked against the handle's shape m
 so a mismatch in accounting fails loudly instead of skewing the comparison.
 
 It registers as the technique ``"kaleido"``: ``make_method`` builds it from these flat settings,
-``kaleido.apply`` dispatches a :class:`~kaleido.integrations.KaleidoConfig` to
-:func:`kaleido.integrations.apply.apply` (with its ``filter_fn``).
+``kaleido.apply`` dispatches a :class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` to
+:func:`kaleido.techniques.kaleido_reuse.apply.apply` (with its ``filter_fn``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from kaleido.integrations.config import KaleidoConfig
+from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 from kaleido.ops import SWITCHES
 
-from .base import Method, check_range
-from .handle import MethodHandle
-from .method_report import MethodReport
-from .registry import KALEIDO, register_technique
-from .shapes import OP_KINDS
+from kaleido.techniques.base import Method, check_range
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.method_report import MethodReport
+from kaleido.techniques.registry import KALEIDO, register_technique
+from kaleido.techniques.shapes import OP_KINDS
 
 #: the ReuseConfig keys the flat settings set for every op
 _REUSE_KEYS = ("theta1", "theta2", "low_bits", "metric", "dense_steps")
@@ -126,7 +126,7 @@ class _KaleidoHandle(MethodHandle):
         self.trace = None
 
     def report(self) -> MethodReport:
-        import kaleido.integrations as ki
+        import kaleido.techniques.kaleido_reuse as ki
 
         base = super().report()
         trace = ki.get_trace(self.transformer) if self.trace is None else self.trace
@@ -173,17 +173,17 @@ class _KaleidoHandle(MethodHandle):
             counts[kind] = oc
         extra = dict(base.extra)
         extra["trace_summary_ops"] = sorted(by_kind)
-        try:  # the measured mode statistics, in the accelerator simulator's profile format
-            from kaleido.hw.trace_adapter import profile_from_trace
-
-            profile, notes = profile_from_trace(trace)
-            extra["hw_profile"] = profile.to_dict()
-        except (ValueError, ImportError) as e:
-            extra["hw_profile_error"] = str(e)
         return MethodReport(base.method, base.settings, counts, base.calls, extra)
 
+    def simulator_traces(self) -> dict:
+        """``{"kaleido": the generation's ReuseTrace}`` (none before a generation)."""
+        import kaleido.techniques.kaleido_reuse as ki
+
+        trace = ki.get_trace(self.transformer) if self.trace is None else self.trace
+        return {**super().simulator_traces(), **({} if trace is None else {"kaleido": trace})}
+
     def remove(self) -> None:
-        import kaleido.integrations as ki
+        import kaleido.techniques.kaleido_reuse as ki
 
         if not self._removed and ki.is_applied(self.transformer):
             self.trace = ki.remove(self.transformer)
@@ -196,7 +196,7 @@ QK_ONLY = dict(cross_qk=False, proj=False, ffn=False)
 
 def packaged_config_setting(name: str) -> list[dict]:
     """``[{"config": ..., "label": name}]`` for a packaged KaleidoConfig (none when it is not shipped)."""
-    from kaleido.integrations.config import packaged_configs
+    from kaleido.techniques.kaleido_reuse.config import packaged_configs
 
     if name not in packaged_configs():
         return []
@@ -247,7 +247,7 @@ def _grid(pipeline: str, steps: int) -> list[dict]:
 
 def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn):
     """``kaleido.apply``'s handler for a :class:`KaleidoConfig` (returns its ``ApplyReport``)."""
-    from kaleido.integrations.apply import apply as apply_kaleido
+    from kaleido.techniques.kaleido_reuse.apply import apply as apply_kaleido
 
     return apply_kaleido(transformer, config, filter_fn=filter_fn)
 
@@ -264,7 +264,7 @@ class KaleidoMethod(Method):
         return self.settings.base_low_bits
 
     def apply(self, transformer) -> MethodHandle:
-        import kaleido.integrations as ki
+        import kaleido.techniques.kaleido_reuse as ki
 
         handle = _KaleidoHandle(self, transformer)
         try:

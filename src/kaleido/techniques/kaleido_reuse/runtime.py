@@ -2,7 +2,7 @@
 
 One :class:`KaleidoRuntime` lives on each patched transformer (``apply`` creates it,
 ``remove`` drops it); nothing is global.  The transformer's pre-hook
-(:mod:`kaleido.integrations.grid`) calls :meth:`KaleidoRuntime.begin_call` before every
+(:mod:`kaleido.techniques.kaleido_reuse.hooks`) calls :meth:`KaleidoRuntime.begin_call` before every
 forward; processors and linear hooks ask it for the token grid, the effective
 config of their op at the current step and layer, and record into it.
 
@@ -18,7 +18,7 @@ Steps and generations
   generation's records become :attr:`KaleidoRuntime.last_trace`.
 
 :class:`StepCounter` is that rule, defined once: Kaleido's runtime and every baseline's
-handle (:class:`kaleido.baselines.base.MethodHandle`, which adds the call's slot: the
+handle (:class:`kaleido.techniques.base.MethodHandle`, which adds the call's slot: the
 order in which the step's contexts first appeared) count steps with it.
 """
 
@@ -38,11 +38,11 @@ from kaleido.reuse.groups import ChannelGroups
 from kaleido.reuse.memory import Scratch
 from kaleido.reuse.modes import MAX_PATTERN_GROUPS, Mode, ModeMap
 
-from .config import OP_SWITCH_OF, KaleidoConfig
+from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF, KaleidoConfig
 from kaleido.trace import DENSE_OP, ReuseTrace, TraceRecord, counts_on_device, dense_counts
 
 if TYPE_CHECKING:
-    from .registry import ModelAdapter
+    from kaleido.models.adapter import ModelAdapter
 
 
 class StepCounter:
@@ -204,7 +204,7 @@ class KaleidoRuntime:
                 raise ValueError(
                     "Kaleido: the config has a step schedule but the number of denoising steps is unknown "
                     "(this pipeline does not pass num_inference_steps to cache_context); call "
-                    "kaleido.integrations.set_num_steps(transformer, n) before generating"
+                    "kaleido.techniques.kaleido_reuse.set_num_steps(transformer, n) before generating"
                 )
             if c.step >= rc.dense_steps:
                 n = max(c.num_steps or 0, c.step + 1)
@@ -293,7 +293,7 @@ class KaleidoRuntime:
 
     def own_activation(self, t: torch.Tensor) -> None:
         """Mark ``t`` as a feed-forward's hidden activation, made by its activation module and read by its down
-        projection alone (:class:`~kaleido.integrations.linear.ActivationOwner`)."""
+        projection alone (:class:`~kaleido.techniques.kaleido_reuse.linear.ActivationOwner`)."""
         self._owned = (weakref.ref(t), t._version)
 
     def owns(self, t: torch.Tensor) -> bool:

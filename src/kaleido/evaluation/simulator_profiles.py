@@ -1,0 +1,45 @@
+"""What a comparison row keeps for the simulator: the profiles of a generation's traces, built by ``kaleido.hw``.
+
+A technique records what it decided in a :class:`~kaleido.trace.ReuseTrace` and hands it over through its handle
+(``handle.simulator_traces()``); it never builds a simulator profile. The comparison turns each trace into the
+simulator's input through the simulator's one door per kind and keeps it in the row's report:
+
+* ``"kaleido"`` -> ``extra["hw_profile"]`` (:func:`kaleido.hw.trace_adapter.profile_from_trace`: the measured mode
+  statistics per op, what ``kaleido simulate --profile`` and the accelerator table read);
+* ``"accel"`` -> ``extra["accel_profile"]`` (:func:`kaleido.hw.baseline_replay.baseline_profile_from_trace`: an
+  accelerator baseline's decisions, which its design in ``kaleido.hw.designs`` replays), with
+  ``extra["accel_profile_notes"]`` when the conversion noted something.
+
+A trace the simulator cannot take gives ``extra["hw_profile_error"]`` / ``extra["accel_profile_error"]`` (one line)
+instead, so a row is never lost for it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from kaleido.trace import ReuseTrace
+
+
+def simulator_profile_extras(traces: Mapping[str, ReuseTrace]) -> dict:
+    """``report.extra`` entries for ``traces`` (``handle.simulator_traces()``), as the module docstring says."""
+    extra: dict = {}
+    if "kaleido" in traces:
+        from kaleido.hw.trace_adapter import profile_from_trace
+
+        try:
+            profile, _notes = profile_from_trace(traces["kaleido"])
+            extra["hw_profile"] = profile.to_dict()
+        except ValueError as e:
+            extra["hw_profile_error"] = str(e)
+    if "accel" in traces:
+        from kaleido.hw.baseline_replay import baseline_profile_from_trace
+
+        try:
+            prof, notes = baseline_profile_from_trace(traces["accel"])
+            extra["accel_profile"] = prof.to_dict()
+            if notes:
+                extra["accel_profile_notes"] = notes
+        except ValueError as e:
+            extra["accel_profile_error"] = str(e)
+    return extra
