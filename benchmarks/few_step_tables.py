@@ -84,7 +84,7 @@ def real_shape_saving(by_kind: dict, gemms) -> float:
     return sum(g.macs * (sum(per_hw.get(g.op, [0.0])) / len(per_hw.get(g.op, [0.0]))) for g in gemms) / total
 
 
-def analyse(rows: list[dict]) -> dict:
+def analyse(rows: list[dict], retimed: dict | None = None) -> dict:
     from kaleido.compare.analysis import aggregate, ranking_at_quality
     from kaleido.hw.workloads import get_workload
 
@@ -94,7 +94,7 @@ def analyse(rows: list[dict]) -> dict:
         rs = regime_rows(rows, pipeline, steps)
         if not rs:
             continue
-        aggs = aggregate(rs)
+        aggs = aggregate(rs, retimed)
         ranked = [_figure(r) for r in ranking_at_quality(aggs)]
         for f in ranked:
             f["real_shape_saved"] = real_shape_saving(f["by_kind"], gemms) if f["label"] else 0.0
@@ -171,10 +171,11 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None)
     a = p.parse_args(argv)
-    from kaleido.compare.analysis import load_rows
+    from kaleido.compare.analysis import load_retimed, load_rows
 
     rows = [r for d in a.results for r in load_rows(d)]
-    result = analyse(rows)
+    retimed = {k: v for d in a.results for k, v in load_retimed(d).items()}
+    result = analyse(rows, retimed)
     if not result:
         print("no rows of any regime", file=sys.stderr)
         return 1

@@ -55,6 +55,8 @@ CASES = [
     Case("paths", "a prompt file with no prompts", "characterize --prompts empty.txt --out o", {"empty.txt": "# none\n"}),
     Case("paths", "a results folder that does not exist", "report --results missing/ --out r.html"),
     Case("paths", "an output folder that cannot be created", "generate --out f/o", {"f": "a file, not a folder\n"}),
+    Case("paths", "a comparison folder that cannot be created", "compare --pipeline random-wan --results f/rows",
+         {"f": "a file, not a folder\n"}),
     Case("paths", "an output file whose folder cannot be created", "report --out f/r.html",
          {"f": "a file, not a folder\n"}),
     Case("steps", "zero steps", "generate --out o --steps 0"),

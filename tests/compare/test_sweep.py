@@ -58,6 +58,8 @@ def test_dask_local_cluster_runs_the_sweep(tmp_path):
     assert len(rows) == 4
     hosts_pids = {r.get("host") for r in rows}
     assert hosts_pids  # rows came back from the worker process
+    runs = {r.get("run") for r in rows}
+    assert len(runs) == 1 and None not in runs  # one run id on every row: its wall times pair with its dense
     aggs = aggregate(rows)
     tome = {a.settings["ratio"]: a for a in aggs if a.method == "tome"}
     assert tome[0.3].self_qk_saved == pytest.approx(1 - (56 / 80) ** 2)

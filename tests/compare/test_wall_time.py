@@ -15,21 +15,21 @@ CPU = {"type": "cpu", "name": "Test CPU 9000", "threads": 1, "cpus": 2}
 GPU = {"type": "cuda", "name": "NVIDIA H200", "threads": 16, "cpus": 16}
 
 
-def dense_row(prompt, seed, wall, device=None):
+def dense_row(prompt, seed, wall, device=None, run="run-1"):
     p = SweepPoint("tiny", "dense", prompt, seed, {}, {"num_inference_steps": 4}, "tiny:abc")
-    r = {"point": p.to_dict(), "wall_s": wall, "frames": 5, "host": "h"}
+    r = {"point": p.to_dict(), "wall_s": wall, "frames": 5, "host": "h", "run": run}
     if device:
         r["device"] = device
     return r
 
 
-def method_row(method, settings, prompt, seed, wall, psnr=32.0, saved=0.4, device=None, dense_wall=None):
+def method_row(method, settings, prompt, seed, wall, psnr=32.0, saved=0.4, device=None, dense_wall=None, run="run-1"):
     p = SweepPoint("tiny", method, prompt, seed, settings, {"num_inference_steps": 4}, "tiny:abc")
     r = {"point": p.to_dict(), "method": method, "settings": settings, "prompt": prompt, "seed": seed,
          "quality": {"psnr": psnr, "ssim": 0.95},
          "report": {"saved_fraction": {"self_qk": saved}, "total_saved_fraction": saved, "estimate_macs": 0,
                     "op_counts": {"self_qk": {"dense_macs": 100, "equiv8_macs": 100 * (1 - saved)}}},
-         "wall_s": wall, "dense_wall_s": dense_wall, "host": "h"}
+         "wall_s": wall, "dense_wall_s": dense_wall, "host": "h", "run": run}
     if device:
         r["device"] = device
     return r
@@ -88,6 +88,26 @@ def test_a_pair_measured_on_two_different_devices_is_left_out():
     (a,) = aggregate(rows)
     assert a.wall_ratio == 0.7 and a.wall_ratio_runs == 1
     assert len(wall_ratios(rows)) == 1
+
+
+def test_rows_of_different_sweep_runs_never_pair():
+    # a row re-used from another run (another day, another load on the machine) is not compared with today's dense
+    rows = [dense_row("a", 0, 10.0, CPU, run="run-2"), method_row("tome", {"ratio": 0.3}, "a", 0, 5.0, device=CPU),
+            dense_row("b", 0, 10.0, CPU, run=None), method_row("tome", {"ratio": 0.3}, "b", 0, 5.0, run=None)]
+    assert wall_ratios(rows) == {}
+    (a,) = aggregate(rows)
+    assert math.isnan(a.wall_ratio) and a.wall_ratio_runs == 0
+
+
+def test_a_retimed_point_wins_over_its_rows():
+    rows = [dense_row("a", 0, 10.0, CPU), method_row("tome", {"ratio": 0.3}, "a", 0, 5.0, device=CPU),
+            method_row("tome", {"ratio": 0.3}, "b", 0, 5.0, run=None)]
+    retimed = {rows[2]["point"]["key"]: {"method_s": 6.0, "dense_s": 4.0, "device_label": "cpu: X, 1 thread"},
+               rows[1]["point"]["key"]: {"method_s": 3.0, "dense_s": 12.0, "device_label": "cpu: X, 1 thread"}}
+    w = wall_ratios(rows, retimed)
+    assert w == {rows[1]["point"]["key"]: (0.25, "cpu: X, 1 thread"), rows[2]["point"]["key"]: (1.5, "cpu: X, 1 thread")}
+    (a,) = aggregate(rows, retimed)
+    assert a.wall_ratio == (0.25 + 1.5) / 2 and a.wall_ratio_runs == 2
 
 
 def test_no_dense_row_gives_no_ratio():

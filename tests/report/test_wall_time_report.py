@@ -10,7 +10,7 @@ CPU = {"type": "cpu", "name": "Test CPU 9000", "threads": 2, "cpus": 2}
 
 def _row(method, settings, prompt, wall, psnr=33.0, saved=0.4, device=None):
     p = SweepPoint("tiny", method, prompt, 0, settings, {"num_inference_steps": 4}, "tiny:abc")
-    r = {"point": p.to_dict(), "wall_s": wall, "host": "h"}
+    r = {"point": p.to_dict(), "wall_s": wall, "host": "h", "run": "run-1"}  # one sweep run: the times pair
     if method != "dense":
         r.update({"method": method, "settings": settings, "prompt": prompt, "seed": 0,
                   "quality": {"psnr": psnr, "ssim": 0.95},

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from kaleido.cli._paths import output_folder
+
 
 class _MethodsOption(click.Option):
     """``--methods``: its help lists the registered techniques by family, read from the registry when the help is
@@ -29,7 +31,8 @@ class _MethodsOption(click.Option):
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--steps", type=int, default=None, help="Denoising steps (default: the pipeline's).")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results/compare",
-              show_default=True, help="Directory of JSON rows (one per point; existing rows are not recomputed).")
+              show_default=True, callback=output_folder,
+              help="Directory of JSON rows (one per point; existing rows are not recomputed).")
 @click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler (default: a local cluster).")
 @click.option("--workers", "n_workers", type=int, default=1, show_default=True, help="Local cluster worker processes.")
 @click.option("--plot-only", is_flag=True, help="Compute nothing; analyse the rows already in --results.")
@@ -41,7 +44,7 @@ class _MethodsOption(click.Option):
 def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json, compact, workloads):
     """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
     from kaleido.compare.analysis import (NEEDS_ACCELERATOR, RANK_MIN_PSNR_DB, TODAY, accelerator_speedups, aggregate,
-                                          errors, fmt_pct, load_rows, matched_savings, pareto_figure,
+                                          errors, fmt_pct, load_retimed, load_rows, matched_savings, pareto_figure,
                                           ranking_at_quality)
     from kaleido.compare.grids import build_points
     from kaleido.compare.sweep import run_sweep
@@ -80,9 +83,10 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
         click.echo(f"compacted {n} rows: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB", err=True)
     try:
         rows = load_rows(results)
+        retimed = load_retimed(results)
     except ValueError as e:
         raise click.UsageError(str(e))
-    aggs = aggregate(rows)
+    aggs = aggregate(rows, retimed)
     matched = matched_savings(aggs)
     from kaleido.atomic import write_atomic
 

@@ -88,31 +88,56 @@ def _dense_identity(point: dict) -> tuple:
             point.get("prompt"), int(point.get("seed", 0)))
 
 
-def wall_ratios(rows: list[dict]) -> dict[str, tuple[float, str]]:
-    """Row key -> (method wall time / dense wall time, device label) for every method row with a dense time
-    for the same pipeline, weights, call, prompt and seed.
+#: where :func:`kaleido.compare.retime.retime` keeps its same-process timings, under a results folder
+RETIMED_FILE = Path("timing") / "wall-time.json"
 
-    The dense time is the row's own ``dense_wall_s`` when it has one (measured in the same process), else the
-    wall time of the dense row of its point.  A pair whose two rows both record a device, and different ones,
-    is left out (not a same-machine ratio).  The label is the method row's device."""
-    dense = {_dense_identity(r["point"]): r for r in rows
-             if r.get("point", {}).get("method") == DENSE and r.get("wall_s")}
+
+def wall_ratios(rows: list[dict], retimed: dict | None = None) -> dict[str, tuple[float, str]]:
+    """Row key -> (method wall time / dense wall time, device label) for every method row whose dense time was
+    measured under the same conditions: the same process or the same sweep run.
+
+    In order of preference: ``retimed[key]`` (:func:`kaleido.compare.retime.retime`: the point's method and dense
+    runs timed back to back in one process); the row's own ``dense_wall_s`` (dense generated in the same call);
+    the dense row of its point (same pipeline, weights, call, prompt and seed) **from the same sweep run** (both
+    rows record the same ``run``, and no two different devices).  A method row and a dense row from different runs - another day, another
+    load on the machine - are never paired: their ratio would mix the two runs' conditions.  The label is the
+    device the method ran on."""
+    retimed = retimed or {}
+    dense = {(_dense_identity(r["point"]), r.get("run")): r for r in rows
+             if r.get("point", {}).get("method") == DENSE and r.get("wall_s") and r.get("run")}
     out = {}
     for r in rows:
         pt = r.get("point", {})
-        if pt.get("method") in (None, DENSE) or pt.get("key") is None or r.get("error") or not r.get("wall_s"):
+        key = pt.get("key")
+        if pt.get("method") in (None, DENSE) or key is None or r.get("error"):
             continue
-        label = device_label(r)
+        if key in retimed:
+            e = retimed[key]
+            out[key] = (float(e["method_s"]) / float(e["dense_s"]), e.get("device_label") or UNKNOWN_DEVICE)
+            continue
+        if not r.get("wall_s"):
+            continue
         t = r.get("dense_wall_s")
         if not t:
-            d = dense.get(_dense_identity(pt))
+            d = dense.get((_dense_identity(pt), r.get("run")))
             if d is None:
                 continue
-            if label != UNKNOWN_DEVICE and device_label(d) not in (UNKNOWN_DEVICE, label):
-                continue
+            if device_label(r) != UNKNOWN_DEVICE and device_label(d) not in (UNKNOWN_DEVICE, device_label(r)):
+                continue  # one run across machines (a Dask cluster): not a same-machine ratio
             t = d["wall_s"]
-        out[pt["key"]] = (float(r["wall_s"]) / float(t), label)
+        out[key] = (float(r["wall_s"]) / float(t), device_label(r))
     return out
+
+
+def load_retimed(results_dir: str | Path) -> dict:
+    """The same-process timings :func:`kaleido.compare.retime.retime` kept for ``results_dir`` (none: ``{}``)."""
+    f = Path(results_dir) / RETIMED_FILE
+    if not f.is_file():
+        return {}
+    try:
+        return json.loads(f.read_text())["points"]
+    except (json.JSONDecodeError, KeyError) as e:
+        raise ValueError(f"{f} is not a timing file ({e}); delete it and run the re-timing again") from None
 
 
 def load_rows(results_dir: str | Path) -> list[dict]:
@@ -234,10 +259,11 @@ def _prompt_interval(rows: list[dict], values: list[float]) -> tuple[float, floa
     return bootstrap_interval([float(np.mean(v)) for v in by.values()])
 
 
-def aggregate(rows: list[dict]) -> list[SettingAggregate]:
-    """Mean quality and savings per (method, settings), over every prompt and seed (error rows skipped)."""
+def aggregate(rows: list[dict], retimed: dict | None = None) -> list[SettingAggregate]:
+    """Mean quality and savings per (method, settings), over every prompt and seed (error rows skipped);
+    ``retimed``: the folder's same-process timings (:func:`load_retimed`), for the wall-time ratios."""
     groups: dict[str, list[dict]] = defaultdict(list)
-    walls = wall_ratios(rows)
+    walls = wall_ratios(rows, retimed)
     for r in rows:
         if r.get("point", {}).get("method") == DENSE or r.get("error"):
             continue

@@ -20,6 +20,11 @@ point with ``if __name__ == "__main__":`` (workers are spawned and re-import it)
 
 from __future__ import annotations
 
+import functools
+import inspect
+import uuid
+from datetime import datetime, timezone
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +94,11 @@ def _why_failed(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def new_run_id() -> str:
+    """An id for one sweep run: its start time (UTC) and a random suffix."""
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
 def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str | None = None, n_workers: int = 1,
               progress: bool = True, compute: Callable[[dict, str], dict] = run_point, client=None) -> SweepSummary:
     """Compute every point of ``points`` that has no row yet; rows go to ``results_dir/<key>.json``.
@@ -116,10 +126,13 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str 
 
             bar = tqdm(total=len(todo), desc="sweep points", unit="pt")
         phases = [[p for p in todo if p.method == DENSE], [p for p in todo if p.method != DENSE]]
+        task = compute
+        if "run" in inspect.signature(compute).parameters:  # the rows of this run carry its id (wall-time pairing)
+            task = functools.partial(compute, run=new_run_id())
         for phase in phases:
             if not phase:
                 continue
-            futures = [client.submit(compute, p.to_dict(), str(results), key=f"kaleido-point-{p.key}", pure=False)
+            futures = [client.submit(task, p.to_dict(), str(results), key=f"kaleido-point-{p.key}", pure=False)
                        for p in phase]
             point_of = {f.key: p for f, p in zip(futures, phase)}
             done = as_completed(futures)

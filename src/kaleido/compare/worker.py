@@ -6,7 +6,8 @@ reference video of each (pipeline, call, prompt, seed) is stored next to the row
 compare against it without regenerating it.  Rows are written atomically (temporary
 file, then rename), so an interrupted sweep never leaves a half row behind.  Every row records
 the machine its wall time was measured on (``device``: :func:`device_info`), outside the point,
-so the row's key does not depend on it.
+so the row's key does not depend on it, and the sweep run that computed it (``run``), so that a method's wall time
+is only ever compared with a dense time measured in the same run (:func:`kaleido.compare.analysis.wall_ratios`).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def write_json_atomic(path: Path, obj: dict) -> None:
     write_atomic(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=False))
 
 
-def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
+def _dense_video(point: SweepPoint, results: Path, pipe, call, run: str | None = None) -> np.ndarray:
     from kaleido.generation_settings import GenerationSettings
     from kaleido.evaluation.harness import thumbnail_strip
     from kaleido.evaluation.generate import generate
@@ -82,12 +83,15 @@ def _dense_video(point: SweepPoint, results: Path, pipe, call) -> np.ndarray:
         np.save(f, video, allow_pickle=False)
     row = {"point": dense.to_dict(), "wall_s": wall, "thumbs": thumbnail_strip(video), "frames": int(len(video)),
            "host": socket.gethostname(), "device": device_info(pipe)}
+    if run is not None:
+        row["run"] = run
     write_json_atomic(results / f"{dense.key}.json", row)
     return video
 
 
-def run_point(point_dict: dict, results_dir: str) -> dict:
-    """Compute ``point_dict`` (a :meth:`SweepPoint.to_dict`) unless its row exists; return the row."""
+def run_point(point_dict: dict, results_dir: str, run: str | None = None) -> dict:
+    """Compute ``point_dict`` (a :meth:`SweepPoint.to_dict`) unless its row exists; return the row.  ``run``: the
+    sweep run's id, recorded in the rows this call writes."""
     from kaleido.techniques import make_method
     from kaleido.evaluation.harness import run_against_dense, thumbnail_strip
 
@@ -103,7 +107,7 @@ def run_point(point_dict: dict, results_dir: str) -> dict:
             raise ValueError(f"pipeline {point.pipeline!r} is now {now} but the sweep was planned for "
                              f"{point.model_id}: the weights changed mid-sweep; plan the sweep again")
     call = dict(base_call, **point.call)
-    dense = _dense_video(point, results, pipe, call)
+    dense = _dense_video(point, results, pipe, call, run)
     if point.method == DENSE:
         return json.loads(out.read_text())
     t0 = time.perf_counter()
@@ -117,5 +121,7 @@ def run_point(point_dict: dict, results_dir: str) -> dict:
     row["compute_s"] = time.perf_counter() - t0
     row["host"] = socket.gethostname()
     row["device"] = device_info(pipe)
+    if run is not None:
+        row["run"] = run
     write_json_atomic(out, row)
     return row

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from kaleido.atomic import write_atomic
 from kaleido.compare.analysis import NEEDS_ACCELERATOR, TODAY, accelerator_speedups, fmt_ratio
-from kaleido.compare.analysis import (MATCH_TARGETS, RANK_MIN_PSNR_DB, aggregate, errors, fmt_pct, load_rows,
-                                      matched_savings, ranking_at_quality,
+from kaleido.compare.analysis import (MATCH_TARGETS, RANK_MIN_PSNR_DB, aggregate, errors, fmt_pct, load_retimed,
+                                      load_rows, matched_savings, ranking_at_quality,
                                       pareto_figure, pareto_front)
 from kaleido.compare.points import DENSE
 
@@ -368,7 +368,7 @@ def build_report(results_dir: str | Path, out: str | Path, title: str = "Kaleido
 
     workloads = tuple(workloads or DEFAULT_WORKLOADS)
     rows = load_rows(results_dir)
-    aggs = aggregate(rows)
+    aggs = aggregate(rows, load_retimed(results_dir))
     if not aggs:
         raise ValueError(f"{results_dir} has no method rows; run `kaleido compare --results {results_dir}` first")
     matched = matched_savings(aggs)
