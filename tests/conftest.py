@@ -34,9 +34,8 @@ def case(request) -> TinyCase:
     return request.param
 
 
-#: models whose self-attention sequence holds text tokens beside the video grid
-#: (Wan keeps text in the cross-attention keys only)
-JOINT_CASES = [c for c in TRANSFORMER_CASES if not c.name.startswith("wan")]
+#: models whose self-attention sequence holds text tokens beside the video grid (``TinyCase.joint``)
+JOINT_CASES = [c for c in TRANSFORMER_CASES if c.joint]
 
 
 @pytest.fixture(params=JOINT_CASES, ids=[c.name for c in JOINT_CASES])

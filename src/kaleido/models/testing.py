@@ -114,13 +114,16 @@ class TinyCase:
     """A tiny random transformer of one family and its forward kwargs.
 
     ``build()`` -> the seeded transformer; ``inputs(batch=1, t=500.0, static=False, seed=0)`` -> its forward
-    kwargs (``static``: every latent frame equal); ``has_rope``: whether its self-attention applies RoPE.
+    kwargs (``static``: every latent frame equal); ``has_rope``: whether its self-attention applies RoPE;
+    ``joint``: whether its self-attention sequence holds text tokens beside the video grid (Wan keeps text in the
+    cross-attention keys only).
     """
 
     name: str
     build: Callable[[], torch.nn.Module]
     inputs: Callable[..., dict]
     has_rope: bool
+    joint: bool
 
 
 def _wan():
@@ -198,10 +201,10 @@ def _cog_inputs_factory(rope: bool):
 
 #: the tiny random transformer of every family (Wan; HunyuanVideo; CogVideoX with and without RoPE)
 TRANSFORMER_CASES = [
-    TinyCase("wan", _wan, _wan_inputs, True),
-    TinyCase("hunyuan_video", _hunyuan, _hunyuan_inputs, True),
-    TinyCase("cogvideox_5b_style", _cog(True), _cog_inputs_factory(True), True),
-    TinyCase("cogvideox_2b_style", _cog(False), _cog_inputs_factory(False), False),
+    TinyCase("wan", _wan, _wan_inputs, has_rope=True, joint=False),
+    TinyCase("hunyuan_video", _hunyuan, _hunyuan_inputs, has_rope=True, joint=True),
+    TinyCase("cogvideox_5b_style", _cog(True), _cog_inputs_factory(True), has_rope=True, joint=True),
+    TinyCase("cogvideox_2b_style", _cog(False), _cog_inputs_factory(False), has_rope=False, joint=True),
 ]
 
 #: the names of the families every technique is tested on (the registry's refusals are keyed by them)

@@ -97,20 +97,6 @@ class _Undo:
     handles: list[Any] = field(default_factory=list)
 
 
-def _as_config(config: KaleidoConfig | Mapping | str | Path | None) -> KaleidoConfig:
-    if config is None:
-        return KaleidoConfig()
-    if isinstance(config, KaleidoConfig):
-        return config
-    if isinstance(config, Mapping):
-        return KaleidoConfig.from_dict(config)
-    if isinstance(config, (str, Path)):
-        return KaleidoConfig.load(config)
-    raise ValueError(
-        f"kaleido.apply: config must be a KaleidoConfig, a dict or a path to a JSON/YAML file, got {type(config).__name__}"
-    )
-
-
 def _active(config: KaleidoConfig, switch: str, layer: int) -> bool:
     return config.op_config(switch, layer).enabled
 
@@ -132,7 +118,7 @@ def apply(
     if hasattr(transformer, _RUNTIME_ATTR):
         raise ValueError("Kaleido is already applied to this transformer; call kaleido.remove(transformer) first")
     adapter = adapter_for(transformer)
-    cfg = _as_config(config)
+    cfg = KaleidoConfig.coerce(config)
     adapter.check_model(transformer)
     n_layers = adapter.num_layers(transformer)
     if cfg.max_layer_index() >= n_layers:

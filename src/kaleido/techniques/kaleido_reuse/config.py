@@ -340,6 +340,21 @@ class KaleidoConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     @classmethod
+    def coerce(cls, config: "KaleidoConfig | Mapping | str | Path | None") -> "KaleidoConfig":
+        """A KaleidoConfig from what ``kaleido.apply`` takes for Kaleido: ``None`` (the defaults), a config, a
+        mapping (:meth:`from_dict`) or a path / packaged name (:meth:`load`)."""
+        if config is None:
+            return cls()
+        if isinstance(config, cls):
+            return config
+        if isinstance(config, Mapping):
+            return cls.from_dict(config)
+        if isinstance(config, (str, Path)):
+            return cls.load(config)
+        raise ValueError(f"kaleido.apply: config must be a KaleidoConfig, a dict or a path to a JSON/YAML file, "
+                         f"got {type(config).__name__}")
+
+    @classmethod
     def from_yaml(cls, text: str) -> "KaleidoConfig":
         import yaml
 
