@@ -71,7 +71,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 
 #: modules that are a unit of their own, though they live in another unit's folder (the trace was one,
-#: ``kaleido.techniques.kaleido_reuse.trace``, before it became the package ``kaleido.trace``; that module is now a re-export)
+#: ``kaleido.trace``, before it became the package ``kaleido.trace``; that module is now a re-export)
 UNIT_OF_MODULE: dict[str, str] = {}
 
 #: third-party top-level packages a layer must run without (it runs with no model loaded)

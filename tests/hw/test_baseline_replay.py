@@ -81,8 +81,8 @@ def test_profile_json_round_trip_and_validation(tmp_path):
     assert replay(WL, back).cycles == replay(WL, p).cycles
     with pytest.raises(ValueError, match="add up to 1"):
         Cell(0.5, 0.0, 0.4)
-    with pytest.raises(ValueError, match="replay models"):
-        BaselineProfile("tome", {}, "m", (1, 1, 1), 128, {})
+    with pytest.raises(ValueError, match="replay models"):  # a method no design replays: refused by the replay
+        replay(WL, BaselineProfile("tome", {}, "m", (1, 1, 1), 128, {}))
     path.write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         BaselineProfile.load(path)

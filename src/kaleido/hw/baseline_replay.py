@@ -1,6 +1,6 @@
 """Replaying an accelerator baseline's trace on the simulated array, with its dataflow's costs.
 
-Input: a :class:`~kaleido.techniques.kaleido_reuse.trace.ReuseTrace` recorded while AdapTiV, EXION
+Input: a :class:`~kaleido.trace.ReuseTrace` recorded while AdapTiV, EXION
 or Cambricon-D ran (``trace.meta["method"]``; :mod:`kaleido.techniques.accel_trace`).
 :func:`baseline_profile_from_trace` turns it into a :class:`BaselineProfile` - per
 simulator op kind, per recorded step and layer, the shares of the dense MACs the
@@ -29,78 +29,18 @@ Counting and pricing are apart (:mod:`kaleido.hw.designs.protocol`): the design'
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from pathlib import Path
-
 from kaleido.ops import HW_KIND_OF
 
+from .baseline_profile import FORMAT, VERSION, BaselineProfile  # noqa: F401  (the replay's input)
 from .config import ArrayConfig
 from .designs import replayed_designs
-from .designs.replay import Cell, ReplayResult, count_replay
+from .baseline_profile import Cell  # noqa: F401,E402  (re-exported: the replay's input cells)
+from .designs.replay import ReplayResult, count_replay
 from .energy import EnergyTable
-from .profile import check_format, read_json_file
-from .workloads import OP_KINDS, Workload
+from .workloads import Workload
 
 __all__ = ["FORMAT", "VERSION", "BaselineProfile", "Cell", "ReplayResult", "baseline_profile_from_trace",
            "count_replay", "replay", "replay_design"]
-
-FORMAT = "kaleido-baseline-profile"
-VERSION = 1
-
-
-@dataclass
-class BaselineProfile:
-    """A baseline trace in the replay's form; ``ops[kind][i][j]``: recorded step i, layer j."""
-
-    method: str
-    settings: dict
-    model: str
-    grid: tuple[int, int, int]
-    tile_rows: int
-    ops: dict[str, list[list[Cell]]]
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        known = sorted(d.method for d in replayed_designs())
-        if self.method not in known:
-            raise ValueError(f"baseline profile of method {self.method!r}: the replay models {known}")
-        for k, steps in self.ops.items():
-            if k not in OP_KINDS:
-                raise ValueError(f"baseline profile op kind {k!r} is unknown; known: {sorted(OP_KINDS)}")
-            if not steps or any(not layers for layers in steps):
-                raise ValueError(f"baseline profile op {k!r} needs at least one step with one layer")
-
-    def cells(self, op: str, step: int, steps: int) -> list[Cell] | None:
-        """The recorded layers' cells for workload step ``step`` of ``steps`` (None: op not recorded)."""
-        entry = self.ops.get(op)
-        if entry is None:
-            return None
-        P = len(entry)
-        idx = 0 if steps <= 1 else int(math.floor(step * (P - 1) / (steps - 1) + 0.5))
-        return entry[idx]
-
-    def to_dict(self) -> dict:
-        return {"format": FORMAT, "version": VERSION, "method": self.method, "settings": self.settings,
-                "model": self.model, "grid": dict(zip("THW", self.grid)), "tile_rows": self.tile_rows,
-                "source": self.source,
-                "ops": {k: [[c.to_dict() for c in layers] for layers in steps] for k, steps in self.ops.items()}}
-
-    @classmethod
-    def from_dict(cls, d: dict, where: str = "baseline profile") -> "BaselineProfile":
-        check_format(d, FORMAT, VERSION, where, "a baseline profile")
-        try:
-            ops = {k: [[Cell(**c) for c in layers] for layers in steps] for k, steps in d["ops"].items()}
-            grid = tuple(int(d["grid"][a]) for a in "THW")
-            return cls(str(d["method"]), dict(d["settings"]), str(d["model"]), grid, int(d["tile_rows"]), ops,
-                       str(d.get("source", "")))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"{where} is incomplete or corrupt ({type(e).__name__}: {e})") from None
-
-    @classmethod
-    def load(cls, path: str | Path) -> "BaselineProfile":
-        return cls.from_dict(read_json_file(path, "baseline profile"), where=f"baseline profile {str(path)!r}")
-
 
 def baseline_profile_from_trace(trace, workload: Workload | None = None) -> tuple[BaselineProfile, list[str]]:
     """``(profile, notes)`` from a baseline ``ReuseTrace`` (records with decisions)."""
@@ -158,7 +98,7 @@ def replay_design(method: str):
     try:
         return by_method[method]
     except KeyError:
-        raise ValueError(f"no accelerator model for method {method!r}; known: {sorted(by_method)}") from None
+        raise ValueError(f"no accelerator model for method {method!r}: the replay models {sorted(by_method)}") from None
 
 
 def replay(wl: Workload, prof: BaselineProfile, cfg: ArrayConfig | None = None,

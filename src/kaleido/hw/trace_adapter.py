@@ -1,4 +1,4 @@
-"""Turn a ``kaleido.techniques.kaleido_reuse.trace.ReuseTrace`` into a simulator :class:`Profile`.
+"""Turn a ``kaleido.trace.ReuseTrace`` into a simulator :class:`Profile`.
 
 The integration's op names map onto :data:`kaleido.hw.workloads.OP_KINDS` by
 :data:`kaleido.ops.HW_KIND_OF`, the reusable ones only (``cross_proj_kv``, the text-side
@@ -96,4 +96,4 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
                 ops[k] = None
                 notes.append(f"op kind {k!r} not in the trace: simulated dense")
     model = str(trace.meta.get("model_class", "trace"))
-    return Profile(model, grid, ops, label=f"from ReuseTrace ({model})", source="kaleido.techniques.kaleido_reuse.trace"), notes
+    return Profile(model, grid, ops, label=f"from ReuseTrace ({model})", source="kaleido.trace"), notes

@@ -158,7 +158,7 @@ class Workload:
 
 def build_gemms(m: ModelSpec, grid_thw: tuple[int, int, int], steps: int) -> tuple[Gemm, ...]:
     """All GEMMs of ``steps`` denoising steps (``cfg_passes`` transformer calls each), as ``m``'s family
-    declares them (:attr:`kaleido.families.FamilyShapes.gemms`)."""
+    declares them (the ``gemms`` of its :class:`kaleido.families.FamilyShapes`)."""
     if m.family not in FAMILIES:
         raise ValueError(f"unknown model family {m.family!r}; known: {sorted(FAMILIES)}")
     return tuple(FAMILIES[m.family].gemms(m, grid_thw, steps))

@@ -181,7 +181,7 @@ def applied(transformer: torch.nn.Module) -> list[str]:
 def remove(transformer: torch.nn.Module) -> Any:
     """Undo every technique :func:`apply` put on ``transformer`` (last first).
 
-    Returns Kaleido's :class:`~kaleido.techniques.kaleido_reuse.ReuseTrace` when Kaleido was applied
+    Returns Kaleido's :class:`~kaleido.trace.ReuseTrace` when Kaleido was applied
     (``None`` if nothing ran), else the last technique's report.  A transformer with
     Kaleido applied by :func:`kaleido.techniques.kaleido_reuse.apply.apply` directly is undone too.
     """

@@ -36,7 +36,7 @@ answers :meth:`MethodHandle.accel_trace`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 import torch
 
@@ -46,8 +46,15 @@ from kaleido.techniques.ledger import OpLedger, check_new_name
 from kaleido.techniques.method_report import MethodReport
 from kaleido.techniques.shapes import OP_KINDS, Gemm, ModelShapes
 
-if TYPE_CHECKING:
-    from kaleido.techniques.base import Method
+
+class AppliedMethod(Protocol):
+    """What a handle reads of the technique it applies (a :class:`kaleido.techniques.base.Method`): its name,
+    its settings and the op kinds it claims."""
+
+    name: str
+    claims: Any
+
+    def settings_dict(self) -> dict: ...
 
 #: What the handle and the methods announce to the handle's observers (:meth:`MethodHandle.notify`) -> the arguments.
 EVENTS: dict[str, str] = {
@@ -81,7 +88,7 @@ class MethodHandle:
     model; ``call`` and ``gemms`` the call in progress.
     """
 
-    def __init__(self, method: "Method", transformer: torch.nn.Module) -> None:
+    def __init__(self, method: "AppliedMethod", transformer: torch.nn.Module) -> None:
         from kaleido.models.adapter import adapter_for
         from kaleido.techniques.kaleido_reuse.runtime import StepCounter
 

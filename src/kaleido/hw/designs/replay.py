@@ -17,55 +17,14 @@ costed once per recorded layer and averaged; time per GEMM is ``max(compute, DRA
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from ..baseline_profile import BaselineProfile, Cell  # noqa: F401  (Cell: the replay's input cells)
 from ..config import ArrayConfig
 from ..energy import ActionCounts
 from ..figures import ArrayFigures
 from ..workloads import Gemm, Workload
 from .common import GemmCost, MeasuredSkips, OpFractions, dense_cost, ideal_counts
 from .protocol import ArrayDesign, DesignCounts, buffer_kib
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..baseline_replay import BaselineProfile
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One op kind at one recorded (step, layer), pooled over call slots: shares of dense MACs."""
-
-    mac8: float
-    mac_low: float
-    skipped: float
-    low_bits: int = 8
-    estimate: float = 0.0  # decision work, 8-bit-equivalent MACs per dense MAC
-    tile: float | None = None  # sum of per-tile kept-column unions / (tiles x columns); None: not measured
-    outliers: float | None = None  # outlier share of A's entries on differential calls; None: not measured
-
-    def __post_init__(self) -> None:
-        for k in ("mac8", "mac_low", "skipped"):
-            v = getattr(self, k)
-            if not (isinstance(v, (int, float)) and -1e-9 <= v <= 1 + 1e-9):
-                raise ValueError(f"Cell.{k}={v!r} must be a share in [0, 1]")
-        if abs(self.mac8 + self.mac_low + self.skipped - 1.0) > 1e-6:
-            raise ValueError(f"Cell shares {self.mac8}+{self.mac_low}+{self.skipped} must add up to 1")
-        for k in ("tile", "outliers"):
-            v = getattr(self, k)
-            if v is not None and not 0.0 <= v <= 1.0:
-                raise ValueError(f"Cell.{k}={v!r} must be in [0, 1] or null")
-        if self.estimate < 0:
-            raise ValueError(f"Cell.estimate={self.estimate!r} must be >= 0")
-
-    @property
-    def kept(self) -> float:
-        return self.mac8 + self.mac_low
-
-    @classmethod
-    def dense(cls) -> "Cell":
-        return cls(1.0, 0.0, 0.0)
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 class ReplayedDesign(ArrayDesign):
