@@ -54,13 +54,13 @@ def test_cuda_build_without_a_visible_gpu(monkeypatch):
 
 @pytest.mark.skipif(not NO_GPU, reason="this machine has a CUDA GPU")
 def test_library_loaders_refuse_before_loading():
-    from kaleido.evaluation.generate import load_any_pipeline
+    from kaleido.tiny.pipeline import load_pipeline
     from kaleido.tiny.pipeline import load_pipeline
 
     with pytest.raises(ValueError, match="CPU-only build"):
         load_pipeline("tiny", device="cuda")
     with pytest.raises(ValueError, match="'cuda:3'"):
-        load_any_pipeline("someone/not-a-model", device="cuda:3")  # refused before any hub lookup
+        load_pipeline("someone/not-a-model", device="cuda:3")  # refused before any hub lookup
 
 
 def _model_running_commands():

@@ -104,8 +104,6 @@ class Import:
     target: str
     path: str
     line: int
-    #: under ``if TYPE_CHECKING:``: for annotations only, never run
-    typing_only: bool = False
 
     def __str__(self) -> str:
         return f"{self.source} -> {self.target}  ({self.path}:{self.line})"
@@ -129,17 +127,6 @@ def _existing(dotted: str) -> str | None:
     return dotted or None
 
 
-def _typing_only(tree: ast.AST) -> set[int]:
-    """``id`` of every import statement in the body of an ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
-    out = set()
-    for node in ast.walk(tree):
-        test = getattr(node, "test", None)
-        if isinstance(node, ast.If) and (getattr(test, "id", None) == "TYPE_CHECKING"
-                                         or getattr(test, "attr", None) == "TYPE_CHECKING"):
-            out |= {id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    return out
-
-
 def _absolute(node: ast.ImportFrom, name: str, is_package: bool) -> str:
     if not node.level:
         return node.module or ""
@@ -158,7 +145,6 @@ def scan() -> tuple[tuple[Import, ...], tuple[Import, ...]]:
     for name, path in modules().items():
         rel = str(path.relative_to(SRC.parent))
         tree = ast.parse(path.read_text(), filename=str(path))
-        typing_only = _typing_only(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 dotted = [a.name for a in node.names]
@@ -171,9 +157,9 @@ def scan() -> tuple[tuple[Import, ...], tuple[Import, ...]]:
                 if d.split(".")[0] == ROOT:
                     target = _existing(d)
                     if target is not None and target != name:
-                        internal.append(Import(name, target, rel, node.lineno, id(node) in typing_only))
+                        internal.append(Import(name, target, rel, node.lineno))
                 else:
-                    external.append(Import(name, d, rel, node.lineno, id(node) in typing_only))
+                    external.append(Import(name, d, rel, node.lineno))
     return tuple(dict.fromkeys(internal)), tuple(dict.fromkeys(external))
 
 

@@ -73,20 +73,16 @@ def test_loading_asks_for_dtype_and_keeps_it():
 def test_bad_models_are_one_line(model, match, monkeypatch):
     from huggingface_hub import constants
 
-    from kaleido.evaluation.generate import load_any_pipeline
-
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as HF_HUB_OFFLINE=1 sets it at import
     with pytest.raises(ValueError, match=match) as e:
-        load_any_pipeline(model)
+        load_pipeline(model)
     assert "\n" not in str(e.value)
 
 
 def test_a_broken_pipeline_folder_is_one_line(tmp_path):
-    from kaleido.evaluation.generate import load_any_pipeline
-
     (tmp_path / "model_index.json").write_text('{"_class_name": "WanPipeline", "vae": ["diffusers", "AutoencoderKLWan"]}')
     with pytest.raises(ValueError, match=f"cannot load '{tmp_path}'") as e:
-        load_any_pipeline(str(tmp_path))
+        load_pipeline(str(tmp_path))
     assert "\n" not in str(e.value)
 
 
@@ -101,10 +97,8 @@ def test_package_names_are_listed_and_reachable():
 def test_a_saved_tiny_pipeline_loads_back_with_its_defaults(pipe, tmp_path):
     from diffusers import WanPipeline
 
-    from kaleido.evaluation.generate import load_any_pipeline
-
     pipe.save_pretrained(str(tmp_path / "mine"), safe_serialization=True)
-    again = load_any_pipeline(str(tmp_path / "mine"))
+    again = load_pipeline(str(tmp_path / "mine"))
     assert type(again) is TinyWanPipeline
     stock = WanPipeline.from_pretrained(str(tmp_path / "mine"))  # plain diffusers reads it as a WanPipeline
     assert type(stock) is WanPipeline

@@ -99,9 +99,9 @@ def wall_ratios(rows: list[dict], retimed: dict | None = None) -> dict[str, tupl
     In order of preference: ``retimed[key]`` (:func:`kaleido.compare.retime.retime`: the point's method and dense
     runs timed back to back in one process); the row's own ``dense_wall_s`` (dense generated in the same call);
     the dense row of its point (same pipeline, weights, call, prompt and seed) **from the same sweep run** (both
-    rows record the same ``run``, and no two different devices).  A method row and a dense row from different runs - another day, another
-    load on the machine - are never paired: their ratio would mix the two runs' conditions.  The label is the
-    device the method ran on."""
+    rows record the same ``run``, and no two different devices).  A method row and a dense row from different
+    runs - another day, another load on the machine - are never paired: their ratio would mix the two runs'
+    conditions.  The label is the device the method ran on."""
     retimed = retimed or {}
     dense = {(_dense_identity(r["point"]), r.get("run")): r for r in rows
              if r.get("point", {}).get("method") == DENSE and r.get("wall_s") and r.get("run")}
@@ -259,17 +259,27 @@ def _prompt_interval(rows: list[dict], values: list[float]) -> tuple[float, floa
     return bootstrap_interval([float(np.mean(v)) for v in by.values()])
 
 
-def aggregate(rows: list[dict], retimed: dict | None = None) -> list[SettingAggregate]:
-    """Mean quality and savings per (method, settings), over every prompt and seed (error rows skipped);
-    ``retimed``: the folder's same-process timings (:func:`load_retimed`), for the wall-time ratios."""
+def setting_key(method: str, settings: dict) -> str:
+    """What groups a method's rows into one setting: its name and settings."""
+    return json.dumps([method, settings], sort_keys=True)
+
+
+def setting_rows(rows: list[dict]) -> dict[str, list[dict]]:
+    """:func:`setting_key` -> the method rows of that setting (dense references and refused points left out)."""
     groups: dict[str, list[dict]] = defaultdict(list)
-    walls = wall_ratios(rows, retimed)
     for r in rows:
         if r.get("point", {}).get("method") == DENSE or r.get("error"):
             continue
-        groups[json.dumps([r["method"], r["point"]["settings"]], sort_keys=True)].append(r)
+        groups[setting_key(r["method"], r["point"]["settings"])].append(r)
+    return groups
+
+
+def aggregate(rows: list[dict], retimed: dict | None = None) -> list[SettingAggregate]:
+    """Mean quality and savings per (method, settings), over every prompt and seed (error rows skipped);
+    ``retimed``: the folder's same-process timings (:func:`load_retimed`), for the wall-time ratios."""
+    walls = wall_ratios(rows, retimed)
     out = []
-    for rs in groups.values():
+    for rs in setting_rows(rows).values():
         psnr = [capped_psnr(r["quality"]["psnr"]) for r in rs]
         kinds = sorted({k for r in rs for k in r["report"]["saved_fraction"]})
         by_kind = {k: float(np.mean([r["report"]["saved_fraction"].get(k, 0.0) for r in rs])) for k in kinds}

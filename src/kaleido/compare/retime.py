@@ -21,27 +21,19 @@ from typing import Callable
 
 from kaleido.atomic import write_atomic
 
-from .analysis import RETIMED_FILE, aggregate, capped_psnr, device_label, load_retimed, load_rows, ranking_at_quality
-from .points import DENSE, SweepPoint, settings_label
+from .analysis import (RETIMED_FILE, aggregate, capped_psnr, device_label, load_retimed, load_rows,
+                       ranking_at_quality, setting_key, setting_rows)
+from .points import SweepPoint, settings_label
 
 
 #: how far (dB) a re-run's PSNR may be from its row's and still count as reproduced
 REPRODUCED_DB = 0.1
 
 
-def _setting_rows(rows: list[dict], method: str, settings: dict) -> list[dict]:
-    want = json.dumps([method, settings], sort_keys=True)
-    return sorted((r for r in rows if not r.get("error") and r.get("point", {}).get("method") not in (None, DENSE)
-                   and json.dumps([r["method"], r["point"]["settings"]], sort_keys=True) == want),
-                  key=lambda r: (r["prompt"], r["seed"]))
-
-
 def retime(results_dir: str | Path, *, runs: int = 2, min_psnr: float = 30.0, methods: list[str] | None = None,
            log: Callable[[str], None] = print) -> dict:
     """Re-time the ranking's settings of ``results_dir`` (see the module docstring); returns the timing file's
     content. ``methods``: only these (default: every ranked method with a setting at ``min_psnr``)."""
-    import torch
-
     from kaleido.evaluation.harness import run_against_dense
     from kaleido.evaluation.generate import generate
     from kaleido.generation_settings import GenerationSettings
@@ -57,13 +49,14 @@ def retime(results_dir: str | Path, *, runs: int = 2, min_psnr: float = 30.0, me
     if methods is not None:
         ranked = [r for r in ranked if r.method in methods]
     kept = load_retimed(results)
+    by_setting = setting_rows(rows)
     warm: set[str] = set()
     for rm in ranked:
         b = rm.best
-        for row in _setting_rows(rows, b.method, b.settings)[:runs]:
+        chosen = sorted(by_setting[setting_key(b.method, b.settings)], key=lambda r: (r["prompt"], r["seed"]))
+        for row in chosen[:runs]:
             point = SweepPoint.from_dict(row["point"])
-            pipe, base = _pipeline(point.pipeline)
-            torch.set_num_threads(1)
+            pipe, base = _pipeline(point.pipeline)  # loaded with one torch thread, as the sweep's workers run
             call = dict(base, **point.call)
             if point.pipeline not in warm:  # first generation of a process pays one-off costs
                 generate(pipe, point.prompt, point.seed, GenerationSettings.from_call(call))

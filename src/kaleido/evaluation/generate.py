@@ -30,7 +30,6 @@ import torch
 from kaleido.generation_settings import GenerationSettings
 from kaleido.metrics import VideoComparison, compare_videos
 from kaleido.tiny.pipeline import PromptWarning, TinyWanPipeline, demo_settings, unknown_words_message
-from kaleido.tiny.pipeline import load_pipeline as load_any_pipeline  # noqa: F401  (the old name; tests still import it)
 from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
 from kaleido.techniques.kaleido_reuse.apply import apply, get_trace, remove

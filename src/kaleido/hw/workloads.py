@@ -31,10 +31,6 @@ ATTENTION_KINDS: tuple[str, ...] = tuple(
     HW_KIND_OF[k.value] for k in (OpKind.SELF_QK, OpKind.SELF_PV, OpKind.CROSS_QK, OpKind.CROSS_PV)
 )
 
-#: diffusers transformer class -> model family (the families' declarations, :mod:`kaleido.families`)
-FAMILY_OF_CLASS: dict[str, str] = {f.class_name: f.name for f in FAMILIES.values()}
-
-
 def model_spec_from_config(name: str, config: Mapping, *, steps: int, cfg_passes: int, text_len: int | None = None,
                            attn_density: float = 1.0, source: str = "", class_name: str | None = None) -> ModelSpec:
     """A :class:`ModelSpec` from a diffusers transformer's ``config.json`` (or ``model.config``, with

@@ -9,7 +9,8 @@ import torch
 import kaleido
 from kaleido.techniques.kaleido_reuse import KaleidoConfig, get_trace
 from kaleido.models import testing as T
-from kaleido.evaluation.generate import GenerationSettings, generate, load_any_pipeline
+from kaleido.evaluation.generate import GenerationSettings, generate
+from kaleido.tiny.pipeline import load_pipeline
 from kaleido.reuse import ReuseConfig
 
 WAN_SETTINGS = GenerationSettings(num_inference_steps=2, num_frames=9, height=64, width=64, guidance_scale=5.0)
@@ -55,15 +56,15 @@ def test_wan_pipeline_reuse_and_new_generation(wan_pipe):
 
 def test_pipeline_saved_to_a_folder_loads_by_path(tmp_path, wan_pipe):
     wan_pipe.save_pretrained(str(tmp_path / "pipe"), safe_serialization=True)
-    loaded = load_any_pipeline(str(tmp_path / "pipe"))
+    loaded = load_pipeline(str(tmp_path / "pipe"))
     assert type(loaded).__name__ == "WanPipeline"
     a, _, _ = generate(wan_pipe, "a red circle", 3, WAN_SETTINGS)
     b, _, _ = generate(loaded, "a red circle", 3, WAN_SETTINGS)
     assert np.abs(a - b).max() < 1e-5
     with pytest.raises(ValueError, match="model_index.json"):
-        load_any_pipeline(str(tmp_path))
+        load_pipeline(str(tmp_path))
     with pytest.raises(ValueError, match="neither"):
-        load_any_pipeline("not a model")
+        load_pipeline("not a model")
 
 
 @pytest.mark.parametrize("rope", [True, False], ids=["5b_style", "2b_style"])
