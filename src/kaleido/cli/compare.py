@@ -151,8 +151,10 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
                       f"{fmt_pct(b.total_saved)} [{fmt_pct(b.total_saved_ci95[0])}, {fmt_pct(b.total_saved_ci95[1])}]",
                       _wall(b), b.wall_device if b.wall_ratio_runs else "", rm.where)
     con.print(r)
-    con.print(f"wall vs dense: median over the runs of method time / dense time for the same prompt and seed, on the "
-              f"machine that ran them (below 1x is faster). {TODAY}: the technique skips work on a CPU/GPU today; "
+    con.print(f"wall vs dense: median over the runs of method time / dense time for the same prompt and seed, timed in "
+              "the same process or sweep run, on the machine that ran them (below 1x is faster; '-': no dense time of "
+              "the same run - `python benchmarks/retime_ranking.py RESULTS` times them back to back). "
+              f"{TODAY}: the technique skips work on a CPU/GPU today; "
               f"{NEEDS_ACCELERATOR}: its saving is realised only by the hardware it was designed for (the simulated "
               "speedup over the dense array, at the same setting, where the accelerator table has one); on a CPU/GPU "
               "its float path emulates it and costs time.")

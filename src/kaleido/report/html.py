@@ -123,8 +123,10 @@ def _ranking_section(aggs, accel: dict | None = None) -> str:
 
 def _wall_note() -> str:
     return ('<p class="note"><i>Wall time vs dense</i>: the median over the setting\'s runs of its generation time '
-            "divided by the dense generation's for the same prompt and seed, on the machine named beside it (as the "
-            "rows recorded it; <i>unknown device</i>: rows written before rows recorded one); below 1x is faster. "
+            "divided by the dense generation's for the same prompt and seed, timed in the same process or the same "
+            "sweep run (<code>benchmarks/retime_ranking.py</code> times a setting back to back with dense); a setting "
+            "with no such dense time shows none. On the machine named beside it (<i>unknown device</i>: rows written "
+            "before rows recorded one); below 1x is faster. "
             f"<i>{html.escape(TODAY)}</i>: the technique skips work on a CPU or GPU today (step caches, sparse "
             f"attention, token merging); <i>{html.escape(NEEDS_ACCELERATOR)}</i>: its saving is realised only by the "
             "hardware it was designed for (Kaleido, AdapTiV-, EXION-, Cambricon-D-class), whose simulated speedup "
