@@ -37,6 +37,7 @@ ROOT = "kaleido"
 LAYERS: dict[str, tuple[str, ...]] = {
     "files": ("atomic",),  # crash-safe result writing
     "base": ("ops", "device", "generation_settings", "metrics", "prompts", "video_io"),  # vocabularies, utilities
+    "sampling": ("sampling",),  # the samplers of a flow-matching pipeline (a scheduler swap), seeded per call
     "families": ("families",),  # what each vDiT family is made of (GEMMs, shaping config keys), no model loaded
     "core": ("reuse",),  # the reuse decision, GEMM and attention on tensors; ModeMap, OpCounts
     "model": ("tiny",),  # the miniature model, its training, and the one pipeline loader
@@ -50,18 +51,19 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "package": (ROOT,),  # kaleido/__init__.py: lazy names only
 }
 
-_BELOW_MODELS = {"files", "base", "families", "core", "model", "trace"}
+_BELOW_MODELS = {"files", "base", "sampling", "families", "core", "model", "trace"}
 _BELOW_EVALUATION = _BELOW_MODELS | {"models", "techniques"}
 
 #: the layers each layer may import (its own only where listed: units of one layer otherwise stay apart)
 MAY_IMPORT: dict[str, set[str]] = {
     "files": set(),
     "base": {"files"},
+    "sampling": {"files", "base"},
     "families": {"files", "base"},
     "core": {"files", "base"},
-    "model": {"files", "base"},
+    "model": {"files", "base", "sampling"},
     "trace": {"files", "base", "core"},
-    "models": {"files", "base", "families", "core", "model"},  # the adapters never see a technique or a trace
+    "models": {"files", "base", "sampling", "families", "core", "model"},  # the adapters never see a technique or a trace
     "techniques": set(_BELOW_EVALUATION) - {"techniques"},
     "simulator": {"files", "base", "families", "core", "trace"},  # never a model, a technique or diffusers
     "evaluation": _BELOW_EVALUATION | {"evaluation", "simulator"},  # a row keeps its traces' simulator profiles

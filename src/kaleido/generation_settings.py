@@ -5,7 +5,10 @@ Every generation Kaleido runs - ``kaleido generate`` / ``sweep`` / ``characteriz
 whose sweep rows store them as ``call`` dicts) and the tiny pipeline's own call defaults
 (:data:`kaleido.tiny.pipeline.TINY_DEMO`) - takes its size, length, steps and guidance from this
 dataclass. The field names are diffusers' (``WanPipeline.__call__``), so
-``pipe(prompt, **settings.call_kwargs())`` is the call; ``None`` leaves the pipeline's own default.
+``pipe(prompt, **settings.pipeline_kwargs())`` is the call; ``None`` leaves the pipeline's own default. One
+field is not a call keyword: ``sampler`` (:mod:`kaleido.sampling`), which the generation puts on the pipeline's
+scheduler for the call (``None``: the pipeline's own); :meth:`GenerationSettings.call_kwargs` keeps it (a sweep
+row's ``call`` records and is keyed by it), :meth:`GenerationSettings.pipeline_kwargs` leaves it out.
 
 Prompts and seeds are not settings of a call but what a run iterates over; device and dtype belong
 to the loaded pipeline (:func:`kaleido.tiny.pipeline.load_pipeline`); torch's thread count is the
@@ -52,6 +55,20 @@ def size_rule(pipe) -> tuple[int, str] | None:
     return math.lcm(*(m for m, _ in parts)), "; ".join(why for _, why in parts)
 
 
+#: the samplers of a flow-matching pipeline (``--sampler``; :mod:`kaleido.sampling` runs them); ``euler`` is every
+#: flow-matching pipeline's own
+SAMPLERS = ("euler", "consistency")
+DEFAULT_SAMPLER = "euler"
+
+
+def check_sampler(name: str | None) -> str | None:
+    """``name`` itself, or a one-line ``ValueError`` when it is not a sampler (``None``: the pipeline's own)."""
+    if name is not None and name not in SAMPLERS:
+        raise ValueError(f"sampler {name!r} is not one of {list(SAMPLERS)}; pass --sampler euler or "
+                         "--sampler consistency")
+    return name
+
+
 def _nearest(value: int, multiple: int) -> str:
     below = value // multiple * multiple
     return f"{below} or {below + multiple}" if below else str(multiple)
@@ -69,8 +86,11 @@ class GenerationSettings:
     negative_prompt: str | None = None
     #: text tokens the prompt is padded / truncated to (``WanPipeline``'s own default is 512)
     max_sequence_length: int | None = None
+    #: the sampler (``"euler"`` / ``"consistency"``, :data:`kaleido.sampling.SAMPLERS`); ``None``: the pipeline's own
+    sampler: str | None = None
 
     def __post_init__(self) -> None:
+        check_sampler(self.sampler)
         for name in _POSITIVE_INTS:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -107,8 +127,13 @@ class GenerationSettings:
         return dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None})
 
     def call_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments to pass the pipeline: every field that is not ``None``."""
+        """Every field that is not ``None``: the call as a sweep row records it (the sampler included)."""
         return {k: v for k, v in self.to_dict().items() if v is not None}
+
+    def pipeline_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments to pass the pipeline's ``__call__``: :meth:`call_kwargs` without the sampler (which
+        :func:`kaleido.sampling.using` puts on the pipeline's scheduler)."""
+        return {k: v for k, v in self.call_kwargs().items() if k != "sampler"}
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, ``None`` included (as recorded in ``metrics.json`` and reports)."""

@@ -8,10 +8,11 @@ import click
 def generation_options(command):
     """The generation-setting options every model-running subcommand takes: ``--steps``, ``--frames``,
     ``--height``, ``--width`` (default: the model's demo settings, :func:`kaleido.evaluation.generate.settings_for`),
-    ``--device`` and ``--dtype``."""
+    ``--sampler``, ``--device`` and ``--dtype``."""
     for opt in reversed((
         click.option("--steps", type=click.IntRange(1, 1000), default=None,
                       help="Denoising steps (default: the model's demo setting)."),
+        sampler_option(),
         click.option("--frames", type=click.IntRange(1), default=None, help="Frames (default: the model's)."),
         click.option("--height", type=click.IntRange(8), default=None, help="Height in pixels (default: the model's)."),
         click.option("--width", type=click.IntRange(8), default=None, help="Width in pixels (default: the model's)."),
@@ -21,6 +22,15 @@ def generation_options(command):
     )):
         command = opt(command)
     return command
+
+
+def sampler_option():
+    """``--sampler {euler,consistency}`` (default: the model's own; :mod:`kaleido.sampling`)."""
+    from kaleido.sampling import SAMPLERS
+
+    return click.option("--sampler", type=click.Choice(SAMPLERS), default=None,
+                        help="euler: deterministic ODE steps; consistency: x0 predicted and re-noised with fresh "
+                             "noise each step, as TurboDiffusion samples (default: the model's own).")
 
 
 def _check_device_option(ctx, param, value: str) -> str:
@@ -68,6 +78,13 @@ def load_pipeline_arg(model: str, device: str, dtype: str, settings=None):
         pipe = load_pipeline(model, device=device, dtype=dtype)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--model") from None
+    if settings is not None and settings.sampler is not None:
+        from kaleido.sampling import make_sampler
+
+        try:
+            make_sampler(pipe.scheduler, settings.sampler)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--sampler") from None
     if settings is not None:
         try:
             settings.check_for(pipe)

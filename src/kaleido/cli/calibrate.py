@@ -72,7 +72,7 @@ def _builtin_count(value: str | None) -> int | None:
 @generation_options
 @click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
 def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psnr, target_savings, savings_of, margin,
-              heldout_path, budget, bisect_steps, op_min_saving, report_path, results_dir, workers, scheduler, steps,
+              heldout_path, budget, bisect_steps, op_min_saving, report_path, results_dir, workers, scheduler, steps, sampler,
               frames, height, width, device, dtype, threads):
     """Calibrate chunk-group reuse axes, or a whole config to --target-psnr / --target-savings."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -93,15 +93,15 @@ def calibrate(model, config_path, out_path, prompts_arg, seed, seeds, target_psn
         if heldout_path or seeds or margin:
             raise click.UsageError("--heldout, --seeds and --margin belong to --target-psnr / --target-savings")
         with prompt_warnings_shown():
-            _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype)
+            _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, sampler, frames, height, width, device, dtype)
         return
     with prompt_warnings_shown():
         _calibrate_target(model, base, out_path, prompts_arg, seeds or str(seed), target_psnr, target_savings,
-                          savings_of, margin, heldout_path, budget, bisect_steps, report_path, steps, frames, height,
+                          savings_of, margin, heldout_path, budget, bisect_steps, report_path, steps, sampler, frames, height,
                           width, device, dtype, results_dir, workers, scheduler, op_min_saving)
 
 
-def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, height, width, device, dtype):
+def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, sampler, frames, height, width, device, dtype):
     from kaleido.calibration import calibrate_axes_on_prompts
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.cli._prompts import echo_prompt_problems
@@ -120,7 +120,8 @@ def _calibrate_axes(model, base, out_path, prompts_arg, seed, steps, frames, hei
             prompts = read_prompts(prompts_arg)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--prompts") from None
-    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
+                            sampler=sampler)
     pipe = load_pipeline_arg(model, device, dtype, settings)
     pipe.set_progress_bar_config(disable=True)
     echo_prompt_problems(pipe, prompts, settings.max_sequence_length)
@@ -161,8 +162,8 @@ def _read_prompt_sets(prompts_arg, heldout_path) -> tuple[list[str], list[str]]:
 
 
 def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, target_savings, savings_of, margin,
-                      heldout_path, budget, bisect_steps, report_path, steps, frames, height, width, device, dtype,
-                      results_dir, workers, scheduler, op_min_saving):
+                      heldout_path, budget, bisect_steps, report_path, steps, sampler, frames, height, width, device,
+                      dtype, results_dir, workers, scheduler, op_min_saving):
     from pathlib import Path
 
     from kaleido.calibration import SweepEvaluator, calibrate_to_target_on_prompts
@@ -182,7 +183,8 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
         raise click.BadParameter(f"target + margin: {e}", param_hint="--margin") from None
     calib, heldout = _read_prompt_sets(prompts_arg, heldout_path)
     seed_list = parse_seeds(seeds)
-    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
+                            sampler=sampler)
     pipe = load_pipeline_arg(model, device, dtype, settings)
     pipe.set_progress_bar_config(disable=True)
     echo_prompt_problems(pipe, [*calib, *heldout], settings.max_sequence_length)

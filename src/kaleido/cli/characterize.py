@@ -28,7 +28,7 @@ from kaleido.cli._pipeline import generation_options, parse_seeds
               help="KaleidoConfig whose group kinds, chunk sizes, metric and quantisation are measured.")
 @generation_options
 @click.option("--threads", type=click.IntRange(1), default=1, show_default=True, help="torch CPU threads.")
-def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames, height, width, device, dtype,
+def characterize(model, prompts_path, out_dir, seeds, config_path, steps, sampler, frames, height, width, device, dtype,
                  threads):
     """Characterise the latent space: Delta and cosine between neighbours along t, h, w."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -50,7 +50,8 @@ def characterize(model, prompts_path, out_dir, seeds, config_path, steps, frames
         base = KaleidoConfig.load(config_path) if config_path else KaleidoConfig()
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
-    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
+                            sampler=sampler)
     pipe = load_pipeline_arg(model, device, dtype, settings)
     pipe.set_progress_bar_config(disable=True)
     from kaleido.cli._prompts import echo_prompt_problems, prompt_warnings_shown

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from kaleido.cli._paths import output_folder
+from kaleido.cli._pipeline import sampler_option
 
 
 class _MethodsOption(click.Option):
@@ -30,6 +31,7 @@ class _MethodsOption(click.Option):
 @click.option("--prompts", "n_prompts", type=int, default=2, show_default=True, help="Number of default prompts.")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--steps", type=int, default=None, help="Denoising steps (default: the pipeline's).")
+@sampler_option()
 @click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results/compare",
               show_default=True, callback=output_folder,
               help="Directory of JSON rows (one per point; existing rows are not recomputed).")
@@ -41,7 +43,7 @@ class _MethodsOption(click.Option):
               "but each setting's first prompt/seed row (what the report reads), so the folder can be committed.")
 @click.option("--workloads", default="wan-1.3b-480p,hunyuan-720p", show_default=True,
               help="Comma-separated simulator workloads for the accelerator table ('none' to skip it).")
-def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, n_workers, plot_only, as_json, compact, workloads):
+def compare(pipeline, methods, n_prompts, seeds, steps, sampler, results_dir, scheduler, n_workers, plot_only, as_json, compact, workloads):
     """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
     from kaleido.compare.analysis import (NEEDS_ACCELERATOR, RANK_MIN_PSNR_DB, TODAY, accelerator_speedups, aggregate,
                                           errors, fmt_pct, load_retimed, load_rows, matched_savings, pareto_figure,
@@ -54,6 +56,10 @@ def compare(pipeline, methods, n_prompts, seeds, steps, results_dir, scheduler, 
     seed_list = tuple(parse_seeds(seeds))
     method_list = [m.strip() for m in methods.split(",")] if methods else None
     call = {"num_inference_steps": steps} if steps else {}
+    from kaleido.tiny.pipeline import native_sampler
+
+    if sampler is not None and sampler != native_sampler(pipeline):  # the model's own: rows keep their keys
+        call["sampler"] = sampler
     results = Path(results_dir)
     failed = 0  # points whose worker died or crashed: the analysis below covers the others; exit status 1
     if not plot_only:

@@ -58,7 +58,7 @@ def _print_table(reuse: dict) -> None:
 @click.option("--threads", type=click.IntRange(1), default=None, help="torch CPU threads (default: torch's).")
 @click.option("--warmup-steps", type=click.IntRange(0), default=2, show_default=True,
               help="Untimed warm-up generation (this many steps) before the timed dense and Kaleido runs; 0: none.")
-def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, frames, height, width, guidance, fps,
+def generate(model, prompts, seeds, steps, sampler, config_path, out_dir, device, dtype, frames, height, width, guidance, fps,
              scale, record_maps, threads, warmup_steps):
     """Generate a video dense and with Kaleido (same seed); write videos, metrics.json and the trace."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -81,6 +81,7 @@ def generate(model, prompts, seeds, steps, config_path, out_dir, device, dtype, 
     if record_maps:
         cfg = dataclasses.replace(cfg, record_maps=True)
     settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
+                            sampler=sampler,
                             guidance_scale=guidance)
     prompts = list(prompts) or [EVAL_PROMPTS[0]]
     seeds = list(seeds) or [0]

@@ -50,7 +50,7 @@ def _parse_points(text: str) -> list[tuple]:
 @click.option("--seeds", "n_seeds", type=click.IntRange(1), default=2, show_default=True)
 @generation_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=output_folder)
-def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height, width, out_dir, device, dtype):
+def sweep(model, points, config_path, n_prompts, n_seeds, steps, sampler, frames, height, width, out_dir, device, dtype):
     """PSNR/SSIM against MAC savings over threshold points -> sweep.csv, sweep.json, sweep.png."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.techniques.kaleido_reuse import KaleidoConfig
@@ -65,7 +65,8 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, frames, height,
             point_config(base, pt)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
-    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width)
+    settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
+                            sampler=sampler)
     pipe = load_pipeline_arg(model, device, dtype, settings)
     rows = sweep_rows(pipe, base, pts, list(EVAL_PROMPTS[:n_prompts]), list(range(n_seeds)), settings)
     title = f"{model}: {n_prompts} prompts x {n_seeds} seeds, {settings.num_inference_steps} steps"

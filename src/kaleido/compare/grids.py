@@ -30,9 +30,10 @@ def default_steps(pipeline: str) -> int | None:
 
 
 def method_grid(pipeline: str, steps: int | None = None, methods: list[str] | None = None,
-                notes: list[str] | None = None) -> dict[str, list[dict]]:
+                notes: list[str] | None = None, sampler: str | None = None) -> dict[str, list[dict]]:
     """Settings per method for ``pipeline`` (``random-wan`` has 80 tokens, ``tiny`` 1280) run with ``steps``
-    denoising steps (``None``: the pipeline's default), in the registry's order: each registered technique's own
+    denoising steps (``None``: the pipeline's default) with ``sampler`` (``None``: the pipeline's own), in the
+    registry's order: each registered technique's own
     grid (:attr:`kaleido.techniques.registry.Technique.grid`, defined beside the technique).
 
     ``methods``: only these (``None``: every technique with a grid).  A technique without points at this
@@ -53,7 +54,7 @@ def method_grid(pipeline: str, steps: int | None = None, methods: list[str] | No
         if t.grid is None or (methods is not None and name not in methods):
             continue
         try:
-            out[name] = t.grid(pipeline, steps)
+            out[name] = t.grid(pipeline, steps, sampler)
         except GridUnavailable as e:
             if methods is not None:
                 raise ValueError(str(e)) from None
@@ -68,7 +69,8 @@ def build_points(pipeline: str, methods: list[str] | None = None, n_prompts: int
     """Every (method, settings, prompt, seed) point, dense references first (``grid``: the settings per method,
     default :func:`method_grid`'s, which appends to ``notes`` why a technique is left out)."""
     if grid is None:
-        grid = method_grid(pipeline, (call or {}).get("num_inference_steps"), methods, notes)
+        grid = method_grid(pipeline, (call or {}).get("num_inference_steps"), methods, notes,
+                           (call or {}).get("sampler"))
     if methods is None:
         methods = list(grid)
     unknown = [m for m in methods if m not in grid]

@@ -29,7 +29,8 @@ import torch
 
 from kaleido.generation_settings import GenerationSettings
 from kaleido.metrics import VideoComparison, compare_videos
-from kaleido.tiny.pipeline import PromptWarning, TinyWanPipeline, demo_settings, unknown_words_message
+from kaleido.sampling import using
+from kaleido.tiny.pipeline import PromptWarning, TinyWanPipeline, demo_settings, native_sampler, unknown_words_message
 from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
 from kaleido.techniques.kaleido_reuse.apply import apply, get_trace, remove
@@ -58,7 +59,10 @@ CALIBRATION_PROMPTS: tuple[str, ...] = (
 def settings_for(model: str, **overrides: Any) -> GenerationSettings:
     """Call settings for ``model``: a miniature variant's demo (:func:`~kaleido.tiny.pipeline.demo_settings`:
     ``"tiny"``, ``"tiny-96"``), else the pipeline's own defaults; every override (a :class:`GenerationSettings`
-    field) that is not ``None`` replaces its field."""
+    field) that is not ``None`` replaces its field. A ``sampler`` that is the model's own is dropped (the call
+    then records no sampler, as every call before samplers were a setting)."""
+    if overrides.get("sampler") is not None and overrides["sampler"] == native_sampler(model):
+        overrides = dict(overrides, sampler=None)
     return demo_settings(model).overridden(**overrides)
 
 
@@ -130,8 +134,8 @@ def generate(pipe, prompt: str, seed: int, settings: GenerationSettings) -> tupl
     timer = TransformerTimer(pipe.transformer)
     try:
         t0 = time.perf_counter()
-        with torch.no_grad():
-            out = pipe(prompt=prompt, generator=gen, output_type="np", **settings.call_kwargs())
+        with torch.no_grad(), using(pipe, settings.sampler, int(seed)):
+            out = pipe(prompt=prompt, generator=gen, output_type="np", **settings.pipeline_kwargs())
         wall = time.perf_counter() - t0
     finally:
         timer.close()

@@ -50,7 +50,7 @@ def sign_agreement(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return ((x >= 0) == (ref >= 0)).to(torch.float32).mean(-1)
 
 
-def _grid(pipeline: str, steps: int) -> list[dict]:
+def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(tau=0.75)]  # (0.6: 21.4 dB on 4 prompts of the miniature model)
 
 

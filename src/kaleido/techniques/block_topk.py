@@ -53,7 +53,7 @@ def pooled_block_scores(q: torch.Tensor, k: torch.Tensor, block_size: int) -> to
     return pool(q) @ pool(k).transpose(-1, -2)
 
 
-def _grid(pipeline: str, steps: int) -> list[dict]:
+def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     # density 0.7 keeps exactly 70% of the key blocks: 30% of q.k^T saved
     return [dict(density=0.7, block_size=sweep_block_size(pipeline))]
 

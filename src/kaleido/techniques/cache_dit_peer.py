@@ -302,7 +302,7 @@ def _disable(cache_dit, block_adapter, transformer: torch.nn.Module, forward_bef
         vars(transformer)["forward"] = forward_before
 
 
-def _grid(pipeline: str, steps: int | None) -> list[dict]:
+def _grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
     """DBCache F1B0 (the first block decides, as in FirstBlockCache) after 4 warm-up steps: the two points that
     bracket the comparison's 30 dB on the miniature model (first held-out prompt, seed 0, 25 steps: threshold 0.4,
     48% of the transformer at 33.0 dB; 0.5 with the TaylorSeer calibrator, 51% at 29.4 dB; cache-dit's own
@@ -322,10 +322,10 @@ def _grid(pipeline: str, steps: int | None) -> list[dict]:
                  taylorseer=True, taylorseer_order=1, **one_call)]
 
 
-def _stacks(pipeline: str, steps: int | None) -> list[dict]:
+def _stacks(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
     """cache-dit's first point (at few steps its second) with Kaleido's config calibrated for the pipeline and step
     count."""
-    first = dict(technique="cache_dit", **_grid(pipeline, steps)[1 if is_few_step(steps) else 0])
+    first = dict(technique="cache_dit", **_grid(pipeline, steps, sampler)[1 if is_few_step(steps) else 0])
     return [dict(techniques=[first, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)]
 
 

@@ -46,7 +46,7 @@ class CambriconDSettings:
         check_range("cambricon_d", "refresh_period", self.refresh_period, 0, 10_000)
 
 
-def _grid(pipeline: str, steps: int) -> list[dict]:
+def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(delta_bits=4)]
 
 

@@ -44,10 +44,10 @@ TESTED_FAMILIES = _TESTED_FAMILIES
 #: second step on); :attr:`Technique.test_settings` are chosen for it.
 TEST_STEPS = 2
 
-#: ``grid(pipeline, steps) -> [settings, ...]``: a technique's default sweep settings on ``pipeline`` run with
-#: ``steps`` denoising steps (``None``: the pipeline's own, unknown here); raises :class:`GridUnavailable` where it
-#: has none
-Grid = Callable[[str, "int | None"], list]
+#: ``grid(pipeline, steps, sampler) -> [settings, ...]``: a technique's default sweep settings on ``pipeline`` run
+#: with ``steps`` denoising steps (``None``: the pipeline's own, unknown here) and ``sampler``
+#: (:data:`kaleido.sampling.SAMPLERS`; ``None``: the pipeline's own); raises :class:`GridUnavailable` where it has none
+Grid = Callable[[str, "int | None", "str | None"], list]
 
 
 #: ``register_technique(config=OWN_SETTINGS)`` (the default): ``kaleido.apply`` dispatches on the technique's ``Settings``

@@ -173,14 +173,14 @@ class StackHandle:
         self.remove()
 
 
-def _grid(pipeline: str, steps: int) -> list[dict]:
+def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     """The stacks the step caches register for the sweep (a cache without points at ``steps``, e.g. MagCache
     without calibrated ratios, heads none)."""
     out: list[dict] = []
     for t in TECHNIQUES.values():
         if t.stacks is not None:
             try:
-                out += t.stacks(pipeline, steps)
+                out += t.stacks(pipeline, steps, sampler)
             except GridUnavailable:
                 pass
     return out

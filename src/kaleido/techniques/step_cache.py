@@ -120,7 +120,7 @@ class PABSettings:
         object.__setattr__(self, "identifiers", tuple(self.identifiers))
 
 
-def _pab_grid(pipeline: str, steps: int | None) -> list[dict]:
+def _pab_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
     """PAB's published default; at few steps also every timestep in range (its most aggressive useful point: with
     the default range only the middle steps of a 4-step schedule may skip)."""
     out = [dict(self_skip_range=2, cross_skip_range=4)]
@@ -186,7 +186,7 @@ class FBCacheSettings:
         check_range("fbcache", "threshold", self.threshold, 0.0, 100.0)
 
 
-def _fbcache_grid(pipeline: str, steps: int | None) -> list[dict]:
+def _fbcache_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
     """Threshold 0.1 (near the comparison's 30 dB at 25 steps); at few steps, where consecutive steps differ far
     more, the looser thresholds too (0.8: its most aggressive useful point)."""
     return [dict(threshold=t) for t in ((0.1, 0.2, 0.4, 0.8) if is_few_step(steps) else (0.1,))]
@@ -261,13 +261,13 @@ def default_cache_identifiers(handle: MethodHandle) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _taylorseer_grid(pipeline: str, steps: int | None) -> list[dict]:
+def _taylorseer_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
     """Interval 3 (near the comparison's 30 dB at 25 steps); at few steps interval 2 as well (3 is then its most
     aggressive useful point: at 4 steps it forecasts two of the three steps after the first)."""
     return [dict(cache_interval=k) for k in ((2, 3) if is_few_step(steps) else (3,))]
 
 
-def _taylorseer_stacks(pipeline: str, steps: int) -> list[dict]:
+def _taylorseer_stacks(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     """TaylorSeer (interval 3; at few steps 2) decides which units run, Kaleido reuses inside the units that do - on
     self-attention q.k^T only, on every op, and with the config calibrated for the pipeline and step count."""
     ts = dict(technique="taylorseer", cache_interval=2 if is_few_step(steps) else 3)
@@ -351,33 +351,42 @@ def mag_ratios_path() -> Path:
     return Path(str(importlib.resources.files("kaleido") / "assets" / "magcache_ratios.json"))
 
 
-def calibrated_mag_ratios(pipeline: str, steps: int) -> tuple[float, ...] | None:
+def ratios_key(steps: int, sampler: str | None = None) -> str:
+    """The key of a step count's ratios in the file: ``"4"`` under the pipeline's own sampler, ``"4-consistency"``
+    under another (the ratios change with the sampler: a re-noising sampler moves every step's residual)."""
+    return str(int(steps)) if sampler is None else f"{int(steps)}-{sampler}"
+
+
+def calibrated_mag_ratios(pipeline: str, steps: int, sampler: str | None = None) -> tuple[float, ...] | None:
     """MagCache's magnitude ratios (the ``"cond"`` context's) measured on ``pipeline`` at ``steps`` denoising
-    steps, as :func:`mag_ratios_path`'s file holds them (``None``: not measured there)."""
-    ratios = json.loads(mag_ratios_path().read_text())["ratios"].get(pipeline, {}).get(str(int(steps)))
+    steps with ``sampler`` (``None``: the pipeline's own), as :func:`mag_ratios_path`'s file holds them
+    (``None``: not measured there)."""
+    ratios = json.loads(mag_ratios_path().read_text())["ratios"].get(pipeline, {}).get(ratios_key(steps, sampler))
     return None if ratios is None else tuple(float(r) for r in ratios)
 
 
-def write_mag_ratios(pipeline: str, steps: int, ratios, path: Path | None = None) -> Path:
-    """Store ``ratios`` (the ``"cond"`` context's, one per step) as ``pipeline``'s at ``steps`` in the ratios file
-    (default :func:`mag_ratios_path`), keeping its other entries; written atomically."""
+def write_mag_ratios(pipeline: str, steps: int, ratios, path: Path | None = None, sampler: str | None = None) -> Path:
+    """Store ``ratios`` (the ``"cond"`` context's, one per step) as ``pipeline``'s at ``steps`` with ``sampler``
+    in the ratios file (default :func:`mag_ratios_path`), keeping its other entries; written atomically."""
     from kaleido.atomic import write_atomic
 
     path = Path(path) if path is not None else mag_ratios_path()
     doc = json.loads(path.read_text())
-    doc["ratios"].setdefault(pipeline, {})[str(int(steps))] = [round(float(r), 5) for r in ratios]
+    doc["ratios"].setdefault(pipeline, {})[ratios_key(steps, sampler)] = [round(float(r), 5) for r in ratios]
     text = json.dumps(doc, indent=1, sort_keys=True)
     text = re.sub(r"\[\s+([^\[\]]*?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)  # a list per line
     write_atomic(path, text + "\n")
     return path
 
 
-def calibrate_command(pipeline: str, steps: int) -> str:
+def calibrate_command(pipeline: str, steps: int, sampler: str | None = None) -> str:
     """The command that measures MagCache's ratios on ``pipeline`` at ``steps`` and writes them to the file."""
-    return f"python benchmarks/calibrate_magcache.py --model {shlex.quote(pipeline)} --steps {int(steps)} --write"
+    extra = f" --sampler {sampler}" if sampler else ""
+    return (f"python benchmarks/calibrate_magcache.py --model {shlex.quote(pipeline)} --steps {int(steps)}{extra} "
+            "--write")
 
 
-def magcache_grid(pipeline: str, steps: int | None) -> list[dict]:
+def magcache_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
     """MagCache's points on ``pipeline`` at ``steps``: the two that bracket the comparison's 30 dB on the miniature
     model (2 held-out prompts, seed 0: threshold 0.24, 8 steps in a row, the first 20% computed: 68% of the
     transformer at 35.2 / 33.4 dB; 0.5, 12, 10%: 80% at 30.3 / 27.9 dB; diffusers' defaults 0.06, 3, 20%: 56% at
@@ -387,11 +396,12 @@ def magcache_grid(pipeline: str, steps: int | None) -> list[dict]:
     if steps is None:
         raise GridUnavailable(f"magcache: the number of steps {pipeline!r} runs is not known here (its ratios are "
                               "calibrated per step count); give the sweep's steps (kaleido compare --steps N)")
-    ratios = calibrated_mag_ratios(pipeline, steps)
+    ratios = calibrated_mag_ratios(pipeline, steps, sampler)
     if ratios is None:
-        raise GridUnavailable(f"magcache: no magnitude ratios calibrated for pipeline {pipeline!r} at {steps} steps "
-                              f"(they depend on the checkpoint and the step count); measure them with "
-                              f"`{calibrate_command(pipeline, steps)}`")
+        under = f" with the {sampler} sampler" if sampler else ""
+        raise GridUnavailable(f"magcache: no magnitude ratios calibrated for pipeline {pipeline!r} at {steps} steps"
+                              f"{under} (they depend on the checkpoint, the step count and the sampler); measure "
+                              f"them with `{calibrate_command(pipeline, steps, sampler)}`")
     # at few steps: diffusers' defaults, then looser thresholds with the first step (or none) kept, up to skipping
     # every step it may (threshold 1.0: its most aggressive useful point)
     points = (((0.06, 3, 0.2), (0.24, 2, 0.25), (0.5, 2, 0.0), (1.0, 3, 0.0)) if is_few_step(steps)
@@ -400,10 +410,10 @@ def magcache_grid(pipeline: str, steps: int | None) -> list[dict]:
                  mag_ratios=list(ratios)) for t, k, r in points]
 
 
-def _magcache_stacks(pipeline: str, steps: int) -> list[dict]:
+def _magcache_stacks(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     """MagCache's setting nearest 30 dB (its first point; at few steps its second) with Kaleido on self-attention
     q.k^T, and at few steps with the config calibrated for the pipeline and step count."""
-    mag = dict(technique="magcache", **magcache_grid(pipeline, steps)[1 if is_few_step(steps) else 0])
+    mag = dict(technique="magcache", **magcache_grid(pipeline, steps, sampler)[1 if is_few_step(steps) else 0])
     out = [dict(techniques=[mag, dict(technique="kaleido", theta1=t1, theta2=t2, low_bits=lb, **QK_ONLY)])
            for t1, t2, lb in ((16, 64, 7), (8, 16, 6))]
     if is_few_step(steps):

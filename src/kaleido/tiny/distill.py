@@ -31,6 +31,20 @@ own ``shift_terminal`` so that its last step starts at ``shift_terminal`` (0.25:
     variant/        transformer/ (EMA weights, diffusers layout), scheduler/ and variant.json
 
 ``python -m kaleido.tiny.distill --out runs/tiny-turbo`` is the shipped run's command (docs/model-card.md).
+
+**The consistency student** (``tiny-rcm``, ``--sampler consistency``) is sampled as TurboDiffusion samples its
+rCM students (:mod:`kaleido.sampling`): at each of its times ``t_i`` (TurboDiffusion's, :func:`kaleido.sampling.
+rcm_sigmas`) it predicts the clean latent ``x0 = x - t_i v`` and re-noises it with fresh noise to ``t_{i+1}``.
+Its training is consistency regression onto the teacher's ODE endpoint: from the teacher's own state at ``t_i``
+(exact, as above) the student's ``x0`` prediction is regressed onto the teacher's final latent of that
+trajectory. The teacher's ODE state at ``t`` has the marginal of ``(1 - t) x0 + t z`` (rectified flow keeps
+the interpolation's marginals), which is the distribution of the re-noised inputs the sampler gives the student,
+so the regression trains on the inputs it meets. It starts from ``tiny-turbo``'s weights (guidance already
+distilled in, one call per step). A phase on the student's own re-noised states would need a teacher run from
+each of them (50 transformer calls per target); on two cores that costs more than the whole regression, so it
+is left out.
+
+    python -m kaleido.tiny.distill --sampler consistency --out runs/tiny-rcm
 """
 
 from __future__ import annotations
@@ -79,6 +93,13 @@ class DistillConfig:
     #: trajectories kept apart to validate the student (its own rollout vs the teacher's final latent)
     n_val: int = 16
     threads: int = 2
+    #: the sampler the student is distilled for (:data:`kaleido.sampling.SAMPLERS`): ``euler`` regresses Euler
+    #: landings (``tiny-turbo``), ``consistency`` the x0 prediction onto the teacher's endpoint (``tiny-rcm``)
+    sampler: str = "euler"
+    #: the consistency student's times (last 0; ``None``: TurboDiffusion's, :func:`kaleido.sampling.rcm_sigmas`)
+    student_sigmas: tuple[float, ...] | None = None
+    #: the weights the student starts from (a tiny variant's name)
+    init: str = "tiny"
 
     def validate(self) -> None:
         if self.n_trajectories <= self.n_val or self.n_val < 1:
@@ -91,6 +112,25 @@ class DistillConfig:
             raise ValueError(f"student_shift_terminal={self.student_shift_terminal} must be in (0, 1)")
         if not 0.0 <= self.rollout_fraction <= 1.0:
             raise ValueError(f"rollout_fraction={self.rollout_fraction} must be in [0, 1]")
+        from kaleido.sampling import check_sampler
+
+        check_sampler(self.sampler)
+        if self.sampler == "consistency" and self.rollout_fraction:
+            raise ValueError("the consistency student has no rollout phase (its sampler re-noises every step): "
+                             "pass rollout_fraction=0")
+        if self.student_sigmas is not None:
+            s = list(self.student_sigmas)
+            if len(s) != self.student_steps + 1 or s[-1] != 0.0 or any(a <= b for a, b in zip(s, s[1:])) or s[0] > 1:
+                raise ValueError(f"student_sigmas={s}: give {self.student_steps + 1} decreasing times in (0, 1] "
+                                 "ending with 0")
+
+
+def consistency_config(**overrides) -> "DistillConfig":
+    """The recipe of the shipped consistency student (``tiny-rcm``): from ``tiny-turbo``'s weights, 240 teacher
+    trajectories, 600 regression steps at batch 8 (about 20 minutes on two cores)."""
+    base = dict(out_dir="runs/tiny-rcm", sampler="consistency", init="tiny-turbo", n_trajectories=240,
+                train_steps=600, warmup=30, rollout_fraction=0.0, student_shift=1.0, student_shift_terminal=None)
+    return DistillConfig(**{**base, **overrides})
 
 
 def excluded_prompts() -> set[str]:
@@ -126,7 +166,14 @@ def training_prompts(n: int, seed: int) -> list[str]:
 
 
 def student_scheduler(base_scheduler, cfg: DistillConfig):
-    """The teacher's scheduler class and config with the student's shift and terminal sigma."""
+    """The teacher's scheduler class and config with the student's shift and terminal sigma; for the consistency
+    student a :class:`kaleido.sampling.FlowSampler` on the consistency sampler carrying its fixed times."""
+    if cfg.sampler == "consistency":
+        from kaleido.sampling import make_sampler, rcm_sigmas
+
+        flat = type(base_scheduler).from_config(base_scheduler.config, shift=cfg.student_shift,
+                                                shift_terminal=cfg.student_shift_terminal)
+        return make_sampler(flat, "consistency", cfg.student_sigmas or rcm_sigmas())
     return type(base_scheduler).from_config(base_scheduler.config, shift=cfg.student_shift,
                                             shift_terminal=cfg.student_shift_terminal)
 
@@ -135,6 +182,15 @@ def schedule_sigmas(scheduler, steps: int) -> list[float]:
     """The ``steps + 1`` sigmas (last 0) ``scheduler`` samples with."""
     scheduler.set_timesteps(steps)
     return [float(s) for s in scheduler.sigmas]
+
+
+def consistency_loss(transformer, x: torch.Tensor, t: torch.Tensor, text: torch.Tensor,
+                     target: torch.Tensor) -> torch.Tensor:
+    """MSE of the student's clean-latent prediction ``x0 = x - t v`` from ``x`` at times ``t`` onto ``target``."""
+    from kaleido.tiny.train_transformer import predict
+
+    v = predict(transformer, x, t, text)
+    return torch.nn.functional.mse_loss(x - t.view(-1, 1, 1, 1, 1) * v, target)
 
 
 # --------------------------------------------------------------------------------------------- trajectories
@@ -235,6 +291,23 @@ def rollout(transformer, x: torch.Tensor, sigmas: list[float], text: torch.Tenso
     return x
 
 
+def consistency_val_psnr(transformer, at: torch.Tensor, sigmas: list[float], text: torch.Tensor) -> float:
+    """Mean latent PSNR (dB) of the x0 prediction from the teacher's states at the student's times against the
+    teacher's final latent (``at``: ``(N, steps + 1, ...)``, the last the endpoint)."""
+    out = []
+    final = at[:, -1]
+    peak = final.abs().amax(dim=(1, 2, 3, 4)) ** 2
+    from kaleido.tiny.train_transformer import predict
+
+    with torch.no_grad():
+        for i, s in enumerate(sigmas[:-1]):
+            t = torch.full((len(at),), s)
+            x0 = at[:, i] - s * predict(transformer, at[:, i], t, text)
+            err = ((x0 - final) ** 2).mean(dim=(1, 2, 3, 4))
+            out.append(float((10 * torch.log10(peak / err)).mean()))
+    return sum(out) / len(out)
+
+
 def train_student(cfg: DistillConfig, pipe, progress: bool = True):
     """Regress the student on the stored trajectories; returns its EMA weights (a transformer)."""
     import copy
@@ -272,6 +345,8 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
         torch.randint(cfg.student_steps, (cfg.batch,), generator=gen)
 
     def val_psnr() -> float:
+        if cfg.sampler == "consistency":  # the x0 prediction from the teacher's states, mean over the times
+            return consistency_val_psnr(ema, at[:n_val], sigmas, text[:n_val])
         with torch.no_grad():
             x = rollout(ema, at[:n_val, 0], sigmas, text[:n_val])
             err = ((x - at[:n_val, -1]) ** 2).mean(dim=(1, 2, 3, 4))
@@ -287,7 +362,11 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
             g["lr"] = _lr(cfg, step)
         pick = train_idx[torch.randint(len(train_idx), (max(cfg.batch, cfg.rollout_batch),), generator=gen)]
         k = torch.randint(cfg.student_steps, (cfg.batch,), generator=gen)
-        if step >= rollout_from:
+        if cfg.sampler == "consistency":
+            b = pick[: cfg.batch]
+            t = torch.tensor([sigmas[i] for i in k.tolist()])
+            loss = consistency_loss(model, at[b, k], t, text[b], at[b, -1])
+        elif step >= rollout_from:
             b = pick[: cfg.rollout_batch]
             x = rollout(model, at[b, 0], sigmas, text[b])
             loss = torch.nn.functional.mse_loss(x, at[b, -1])
@@ -302,8 +381,9 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
         optimiser_step(model, ema, opt, loss, cfg.ema_decay, step)
         done = step + 1
         if done % cfg.log_every == 0 or done == cfg.train_steps:
-            rec = dict(step=done, loss=round(float(loss), 6), lr=_lr(cfg, step), seconds=round(time.time() - t0, 1),
-                       phase="rollout" if step >= rollout_from else "step")
+            rec = dict(step=done, loss=round(float(loss.detach()), 6), lr=_lr(cfg, step), seconds=round(time.time() - t0, 1),
+                       phase=("consistency" if cfg.sampler == "consistency"
+                              else "rollout" if step >= rollout_from else "step"))
             if done % (cfg.log_every * 8) == 0 or done == cfg.train_steps:
                 rec["val_latent_psnr"] = round(val_psnr(), 3)
             with open(log, "a") as f:  # append-only log: a killed run leaves whole lines
@@ -324,8 +404,13 @@ def export_variant(cfg: DistillConfig, transformer, scheduler, sigmas: list[floa
         shutil.rmtree(target)
     target.mkdir(parents=True)
     transformer.save_pretrained(str(target / "transformer"), safe_serialization=True)
-    scheduler.save_pretrained(str(target / "scheduler"))
-    record = dict(num_inference_steps=cfg.student_steps, guidance_scale=1.0, sigmas=[round(s, 6) for s in sigmas],
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    # diffusers' own class in the config (the consistency sampler is its stochastic_sampling=True; the loader puts
+    # kaleido's seeded FlowSampler on it with the times of variant.json)
+    FlowMatchEulerDiscreteScheduler.from_config(scheduler.config).save_pretrained(str(target / "scheduler"))
+    record = dict(num_inference_steps=cfg.student_steps, guidance_scale=1.0, sampler=cfg.sampler,
+                  sigmas=[round(s, 6) for s in sigmas],
                   teacher=dict(steps=cfg.teacher_steps, guidance=cfg.teacher_guidance), recipe=asdict(cfg),
                   **(timing or {}))
     write_atomic(target / "variant.json", json.dumps(record, indent=1))
@@ -349,6 +434,8 @@ def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | Non
     traj_s = time.time() - t0
     if stop_after == "trajectories":
         return out
+    if cfg.init != "tiny":  # the student's first weights: the teacher's pipeline with another variant's transformer
+        pipe.transformer = load_pipeline(cfg.init).transformer
     ema, sigmas, train_s = train_student(cfg, pipe, progress)
     return export_variant(cfg, ema, student_scheduler(pipe.scheduler, cfg), sigmas,
                           timing={"trajectories_s": round(traj_s, 1), "train_s": round(train_s, 1)})
@@ -358,7 +445,9 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
     import argparse
 
     p = argparse.ArgumentParser(description="Distil the shipped miniature transformer to a few-step student.")
-    p.add_argument("--out", default="runs/tiny-turbo")
+    p.add_argument("--sampler", choices=["euler", "consistency"], default="euler",
+                   help="the sampler the student is distilled for: euler (tiny-turbo) or consistency (tiny-rcm)")
+    p.add_argument("--out", default=None, help="run folder (default runs/tiny-turbo or runs/tiny-rcm)")
     p.add_argument("--trajectories", type=int, default=None)
     p.add_argument("--train-steps", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="the student's sampling steps")
@@ -370,7 +459,11 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
     a = p.parse_args()
     given = {"n_trajectories": a.trajectories, "train_steps": a.train_steps, "student_steps": a.steps, "lr": a.lr,
              "rollout_fraction": a.rollout_fraction, "student_shift_terminal": a.shift_terminal}
-    cfg = DistillConfig(out_dir=a.out, threads=a.threads, **{k: v for k, v in given.items() if v is not None})
+    given = {k: v for k, v in given.items() if v is not None}
+    if a.out is not None:
+        given["out_dir"] = a.out
+    cfg = (consistency_config(threads=a.threads, **given) if a.sampler == "consistency"
+           else DistillConfig(threads=a.threads, **given))
     print(run_distill(cfg, stop_after=a.stop_after))
 
 

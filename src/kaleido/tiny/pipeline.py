@@ -21,6 +21,7 @@ unknown dtype or an absent device - is a one-line ``ValueError`` (docs/errors.md
 from __future__ import annotations
 
 import importlib.resources
+import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ import torch
 from diffusers import WanPipeline
 
 from kaleido.generation_settings import GenerationSettings
+from kaleido.sampling import FlowSampler, make_sampler, sampler_of
 
 
 #: text tokens of the tiny model, in training and generation: its prompts are at most 10 words plus
@@ -64,8 +66,10 @@ class TinyVariant:
     #: (:func:`kaleido.techniques.kaleido_reuse.config.default_config` looks it up)
     config: str | None = None
     #: a distilled student: its scheduler ships beside its transformer, and it warns when called at another
-    #: step count or guidance than its demo's
+    #: step count, guidance or sampler than its demo's
     distilled: bool = False
+    #: the sampler it was made for (:data:`kaleido.sampling.SAMPLERS`; its scheduler runs it)
+    sampler: str = "euler"
 
 
 #: ``--model`` names of the shipped miniature pipelines
@@ -74,7 +78,16 @@ TINY_VARIANTS = {
     "tiny-96": TinyVariant("tiny-96", TINY_96_DEMO, transformer="tiny-wan-96"),
     "tiny-turbo": TinyVariant("tiny-turbo", TINY_TURBO_DEMO, transformer="tiny-wan-turbo", config="tiny-turbo-default",
                               distilled=True),
+    # sampled as TurboDiffusion samples its rCM students: x0 predicted, re-noised with fresh noise at each step
+    "tiny-rcm": TinyVariant("tiny-rcm", TINY_TURBO_DEMO, transformer="tiny-wan-rcm", config="tiny-rcm-default",
+                            distilled=True, sampler="consistency"),
 }
+
+
+def native_sampler(model: str) -> str | None:
+    """The sampler a tiny variant was made for (``None`` for any other model: its scheduler decides)."""
+    variant = TINY_VARIANTS.get(model)
+    return None if variant is None else variant.sampler
 
 
 def demo_settings(model: str) -> GenerationSettings:
@@ -91,17 +104,22 @@ class DistillationWarning(UserWarning):
     """A distilled student called at a step count or guidance it was not distilled for (it runs, off its training)."""
 
 
-def distillation_message(demo: GenerationSettings, steps: int | None, guidance: float | None) -> str | None:
-    """One line when a student distilled for ``demo``'s steps and guidance is called with others, else ``None``."""
+def distillation_message(demo: GenerationSettings, steps: int | None, guidance: float | None,
+                         sampler: str | None = None, made_for: str = "euler") -> str | None:
+    """One line when a student distilled for ``demo``'s steps and guidance and sampler ``made_for`` is called with
+    others, else ``None``."""
     off = []
     if steps is not None and steps != demo.num_inference_steps:
         off.append(f"{steps} steps")
     if guidance is not None and guidance != demo.guidance_scale:
         off.append(f"guidance {guidance:g}")
+    if sampler is not None and sampler != made_for:
+        off.append(f"the {sampler} sampler")
     if not off:
         return None
     return (f"this model was distilled for {demo.num_inference_steps} steps at guidance {demo.guidance_scale:g} "
-            f"(one transformer call per step); called with {' and '.join(off)} it runs outside what it learned")
+            f"with the {made_for} sampler (one transformer call per step); called with {' and '.join(off)} it runs "
+            "outside what it learned")
 
 
 def unknown_words(tokenizer, prompt: str) -> list[str]:
@@ -162,6 +180,8 @@ class TinyWanPipeline(WanPipeline):
     #: a distilled student (``load_pipeline("tiny-turbo")``): warns (:class:`DistillationWarning`) when called at
     #: another step count or guidance than :attr:`demo`'s
     distilled: bool = False
+    #: the sampler a distilled student was made for (``load_pipeline("tiny-rcm")``: ``"consistency"``)
+    made_for: str = "euler"
 
     def __call__(self, prompt=None, negative_prompt=None, height=None, width=None, num_frames=None,
                  num_inference_steps=None, guidance_scale=None, *args, max_sequence_length=None, **kwargs):
@@ -174,9 +194,15 @@ class TinyWanPipeline(WanPipeline):
         guidance_scale = d.guidance_scale if guidance_scale is None else guidance_scale
         max_sequence_length = d.max_sequence_length if max_sequence_length is None else max_sequence_length
         if self.distilled:
-            msg = distillation_message(d, num_inference_steps, guidance_scale)
+            msg = distillation_message(d, num_inference_steps, guidance_scale, sampler_of(self.scheduler),
+                                       self.made_for)
             if msg:
                 warnings.warn(msg, DistillationWarning, stacklevel=2)
+        if isinstance(self.scheduler, FlowSampler):  # the step noise follows the call's generator
+            gen = kwargs.get("generator")
+            gen = gen[0] if isinstance(gen, (list, tuple)) and gen else gen
+            seed = gen.initial_seed() if gen is not None else int(torch.randint(2**62, (1,)))
+            self.scheduler.seed_noise(seed)
         for p in [prompt] if isinstance(prompt, str) else list(prompt or []):
             for msg in (unknown_words_message(self.tokenizer, p),
                         truncation_message(self.tokenizer, p, max_sequence_length)):
@@ -314,13 +340,11 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
         transformer = from_pretrained(WanTransformer3DModel, str(variant_transformer_path(model)), **dtype_kwarg(dt))
         parts = dict(transformer=transformer)
         if variant.distilled:
-            from diffusers import FlowMatchEulerDiscreteScheduler
-
-            parts["scheduler"] = FlowMatchEulerDiscreteScheduler.from_pretrained(
-                str(variant_transformer_path(model).parent / "scheduler"))
+            parts["scheduler"] = variant_scheduler(model)
         pipe = from_pretrained(TinyWanPipeline, source, **parts, **dtype_kwarg(dt))
         pipe.demo = variant.demo
         pipe.distilled = variant.distilled
+        pipe.made_for = variant.sampler
     elif variant is not None or saved == TinyWanPipeline.__name__:
         # a folder written by ``load_pipeline("tiny").save_pretrained(...)``: the same defaults again
         pipe = from_pretrained(TinyWanPipeline, source, **dtype_kwarg(dt))
@@ -333,6 +357,19 @@ def load_pipeline(model: str = "tiny", device: str | torch.device = "cpu", dtype
     else:
         pipe = from_pretrained(DiffusionPipeline, source, **dtype_kwarg(dt))
     return pipe.to(device)
+
+
+def variant_scheduler(model: str):
+    """A distilled student's scheduler, from the config shipped beside its transformer: diffusers' Euler scheduler,
+    or for a consistency student a :class:`kaleido.sampling.FlowSampler` with the times of its ``variant.json``."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    folder = variant_transformer_path(model).parent
+    if TINY_VARIANTS[model].sampler == "euler":
+        return FlowMatchEulerDiscreteScheduler.from_pretrained(str(folder / "scheduler"))
+    record = json.loads((folder / "variant.json").read_text())
+    return make_sampler(FlowMatchEulerDiscreteScheduler.from_pretrained(str(folder / "scheduler")),
+                        TINY_VARIANTS[model].sampler, record["sigmas"])
 
 
 def _saved_class(source: str) -> str:

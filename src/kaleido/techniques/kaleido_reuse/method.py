@@ -219,8 +219,8 @@ def calibrated_config_name(pipeline: str, steps: int | None) -> str | None:
     for the miniature pipeline; ``None`` for the random test pipeline."""
     if pipeline == "random-wan":
         return None
-    if pipeline == "tiny-turbo":
-        return "tiny-turbo-default"
+    if pipeline in ("tiny-turbo", "tiny-rcm"):  # the distilled students: each one's own
+        return f"{pipeline}-default"
     if pipeline == "tiny" and is_few_step(steps):
         return "tiny-8-steps"
     return "tiny-default"
@@ -232,7 +232,7 @@ def calibrated_setting(pipeline: str, steps: int | None) -> list[dict]:
     return [] if name is None else packaged_config_setting(name)
 
 
-def _grid(pipeline: str, steps: int) -> list[dict]:
+def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     # theta2 <= 2**(low_bits-1) keeps PARTIAL reuse exact (SPEC §3); larger thresholds need more low bits; the
     # miniature model's q is noisy in int8 units (L-inf over whole RoPE groups), so the comparison levels need large
     # thresholds; self-attention q.k^T only, like the attention baselines (sparse attention, token merging) it is
