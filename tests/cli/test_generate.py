@@ -134,3 +134,29 @@ def test_generate_on_the_distilled_student_uses_its_defaults_and_config(tmp_path
     off = CliRunner().invoke(cli, ["generate", "--model", "tiny-turbo", "--steps", "2", "--out", str(tmp_path / "p")])
     assert off.exit_code == 0, off.output
     assert sum("distilled for 4 steps" in line for line in off.output.splitlines()) == 1
+
+
+def test_generate_on_the_consistency_student_is_one_video_per_seed(tmp_path):
+    """``--model tiny-rcm`` offline with its defaults: the same seed twice gives bit-identical videos."""
+    from kaleido.video_io import read_video
+
+    runs = []
+    for name in ("a", "b"):
+        r = CliRunner().invoke(cli, ["generate", "--model", "tiny-rcm", "--out", str(tmp_path / name)])
+        assert r.exit_code == 0, r.output
+        assert "distilled for" not in r.output  # its own sampler and steps: no warning
+        runs.append(read_video(tmp_path / name / "dense.mp4"))
+    m = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert m["settings"]["num_inference_steps"] == 4 and m["settings"]["sampler"] is None  # the model's own
+    assert (runs[0] == runs[1]).all()
+    assert (tmp_path / "a" / "dense.gif").read_bytes() == (tmp_path / "b" / "dense.gif").read_bytes()
+
+
+def test_sampler_bad_input_is_one_line(tmp_path, pipe_dir):
+    r = CliRunner().invoke(cli, ["generate", "--model", str(pipe_dir), "--sampler", "ddim", *FAST,
+                                 "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "'ddim' is not one of 'euler', 'consistency'" in r.output
+    off = CliRunner().invoke(cli, ["generate", "--model", "tiny-rcm", "--sampler", "euler",
+                                   "--out", str(tmp_path / "p")])
+    assert off.exit_code == 0, off.output
+    assert sum("with the consistency sampler" in line for line in off.output.splitlines()) == 1
