@@ -1,16 +1,18 @@
-"""Every method at 25, 8 and 4 steps: the three-regime ranking, the verdict of docs/few-step.md's rule, what the
+"""Every method at 25, 8 and 4 steps and under both samplers: the ranking per regime, the verdict of docs/few-step.md's rule, what the
 per-op savings imply at a real model's MAC mix, and one plot.
 
 Reads comparison rows only (``kaleido compare`` wrote them; nothing is recomputed):
 
     python benchmarks/few_step_tables.py docs/results/compare docs/results/compare-8 docs/results/compare-turbo4 \
-        --json docs/results/few-step.json --plot docs/results/few-step.png
+        docs/results/compare-turbo4c docs/results/compare-rcm4 --json docs/results/few-step.json \
+        --plot docs/results/few-step.png
 
 (one folder of rows per regime: the comparison aggregates a folder's rows by method and settings, so two step
 counts of one setting must not share a folder).
 
 Regimes: ``teacher-25`` (pipeline ``tiny``, 25 steps), ``teacher-8`` (``tiny``, 8 steps), ``turbo-4``
-(``tiny-turbo``, 4 steps). The rule (docs/few-step.md, "The decision rule"): a setting is eligible at mean
+(``tiny-turbo``, 4 steps, its Euler sampler), ``turbo-4c`` (``tiny-turbo`` under the consistency sampler) and
+``rcm-4`` (``tiny-rcm``, 4 steps, its consistency sampler). The rule (docs/few-step.md, "The decision rule"): a setting is eligible at mean
 PSNR >= 30 dB; a method's figure is its best eligible setting's whole-transformer saving with its 95%
 bootstrap interval over prompts (no eligible setting: 0%, [0, 0]); Kaleido alone / stacked **holds** when its
 interval lies above every step cache's, **does not hold** when some step cache's lies above its own, and is
@@ -24,20 +26,22 @@ import json
 import sys
 from pathlib import Path
 
-REGIMES = {"teacher-25": ("tiny", 25), "teacher-8": ("tiny", 8), "turbo-4": ("tiny-turbo", 4)}
+#: regime -> (pipeline, steps, sampler as the rows' ``call`` records it: ``None`` is the pipeline's own)
+REGIMES = {"teacher-25": ("tiny", 25, None), "teacher-8": ("tiny", 8, None), "turbo-4": ("tiny-turbo", 4, None),
+           "turbo-4c": ("tiny-turbo", 4, "consistency"), "rcm-4": ("tiny-rcm", 4, None)}
 STEP_CACHES = ("magcache", "taylorseer", "fbcache", "pab", "cache_dit")
 #: the real model whose MAC mix the per-op savings are carried to
 REAL_WORKLOAD = "wan-1.3b-480p"
 
 
-def regime_rows(rows: list[dict], pipeline: str, steps: int) -> list[dict]:
+def regime_rows(rows: list[dict], pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     from kaleido.tiny.pipeline import demo_settings
 
     default = demo_settings(pipeline).num_inference_steps
     out = []
     for r in rows:
         pt = r.get("point", {})
-        if pt.get("pipeline") != pipeline:
+        if pt.get("pipeline") != pipeline or pt.get("call", {}).get("sampler") != sampler:
             continue
         if int(pt.get("call", {}).get("num_inference_steps") or default) == steps:
             out.append(r)
@@ -87,11 +91,12 @@ def real_shape_saving(by_kind: dict, gemms) -> float:
 def analyse(rows: list[dict], retimed: dict | None = None) -> dict:
     from kaleido.compare.analysis import aggregate, ranking_at_quality
     from kaleido.hw.workloads import get_workload
+    from kaleido.tiny.pipeline import native_sampler
 
     gemms = get_workload(REAL_WORKLOAD).gemms
     out = {}
-    for name, (pipeline, steps) in REGIMES.items():
-        rs = regime_rows(rows, pipeline, steps)
+    for name, (pipeline, steps, sampler) in REGIMES.items():
+        rs = regime_rows(rows, pipeline, steps, sampler)
         if not rs:
             continue
         aggs = aggregate(rs, retimed)
@@ -102,7 +107,8 @@ def analyse(rows: list[dict], retimed: dict | None = None) -> dict:
         alone = [f for f in ranked if f["method"] == "kaleido"]
         stacked = [f for f in ranked if " + " in f["method"] and f["method"].endswith("kaleido")]
         best_stack = max(stacked, key=lambda f: f["saved"]) if stacked else None
-        out[name] = dict(pipeline=pipeline, steps=steps, rows=len(rs), ranking=ranked,
+        out[name] = dict(pipeline=pipeline, steps=steps, sampler=sampler or native_sampler(pipeline), rows=len(rs),
+                         ranking=ranked,
                          verdict_alone=verdict(alone[0] if alone else None, caches),
                          verdict_stacked=verdict(best_stack, caches),
                          best_stack=None if best_stack is None else best_stack["method"],
@@ -118,7 +124,8 @@ def _pct(x) -> str:
 def markdown(result: dict) -> str:
     lines = []
     for name, reg in result.items():
-        lines += [f"### {name} ({reg['pipeline']}, {reg['steps']} steps; {reg['rows']} rows)", "",
+        lines += [f"### {name} ({reg['pipeline']}, {reg['steps']} steps, {reg['sampler']} sampler; {reg['rows']} rows)",
+                  "",
                   "| method | best setting at >= 30 dB | PSNR (95% CI) | transformer saved (95% CI) | self-attn q.k^T "
                   f"saved | at {REAL_WORKLOAD}'s MAC mix | wall vs dense |", "|---|---|---|---|---|---|---|"]
         for f in reg["ranking"]:
@@ -128,7 +135,7 @@ def markdown(result: dict) -> str:
             w = f.get("wall_ratio")
             lines.append(f"| {f['method']} | `{f['label']}` | {f['psnr']:.2f} ({f['psnr_ci'][0]:.1f}-{f['psnr_ci'][1]:.1f})"
                          f" | {_pct(f['saved'])} ({_pct(f['ci'][0])}-{_pct(f['ci'][1])}) | {_pct(f['self_qk'])} | "
-                         f"{_pct(f['real_shape_saved'])} | {'-' if w is None else f'{w:.2f}x'} |")
+                         f"{_pct(f['real_shape_saved'])} | {'-' if w is None or w != w else f'{w:.2f}x'} |")  # NaN: no same-run dense
         lines += ["", f"Kaleido alone beats every step cache: **{reg['verdict_alone']}**; stacked "
                   f"({reg['best_stack']}): **{reg['verdict_stacked']}**.", ""]
     return "\n".join(lines)

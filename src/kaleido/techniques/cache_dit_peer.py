@@ -307,10 +307,14 @@ def _grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[
     bracket the comparison's 30 dB on the miniature model (first held-out prompt, seed 0, 25 steps: threshold 0.4,
     48% of the transformer at 33.0 dB; 0.5 with the TaylorSeer calibrator, 51% at 29.4 dB; cache-dit's own
     threshold 0.08 and 8 warm-up steps: 3%; 0.2: 36% at 42.0 dB, 49.9 dB with TaylorSeer).  ``random-wan`` runs
-    without guidance: one call per step."""
+    and the students run without guidance: one call per step."""
     if not module_available("cache_dit"):
         raise GridUnavailable(f"cache_dit: the cache-dit package is not installed; install it with {PEERS_INSTALL}")
-    one_call = dict(separate_cfg=False) if pipeline in ("random-wan", "tiny-turbo") else {}
+    from kaleido.tiny.pipeline import demo_settings
+
+    # one call per step: the random pipeline and every model whose own guidance is 1 (the distilled students)
+    one_call = (dict(separate_cfg=False) if pipeline == "random-wan" or demo_settings(pipeline).guidance_scale == 1.0
+                else {})
     if is_few_step(steps):
         # one warm-up step (cache-dit's 8 would be the whole run), thresholds up to its most aggressive useful one
         return ([dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=t, max_warmup_steps=1,

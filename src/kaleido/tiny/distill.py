@@ -430,8 +430,9 @@ def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | Non
     pipe = load_pipeline("tiny")
     pipe.set_progress_bar_config(disable=True)
     t0 = time.time()
-    make_trajectories(cfg, pipe, progress)
-    traj_s = time.time() - t0
+    root = make_trajectories(cfg, pipe, progress)
+    # the teacher's time as the chunks recorded it (a resumed run made some of them earlier)
+    traj_s = sum(json.loads(f.read_text()).get("seconds", 0.0) for f in root.glob("chunk-*.json")) or time.time() - t0
     if stop_after == "trajectories":
         return out
     if cfg.init != "tiny":  # the student's first weights: the teacher's pipeline with another variant's transformer
