@@ -91,3 +91,28 @@ def test_kaleido_compare_says_in_one_line_that_magcache_is_left_out(tmp_path, mo
     lines = [line for line in r.output.splitlines() if line.startswith("magcache:")]
     assert len(lines) == 1 and "calibrate_magcache.py --model random-wan --steps 2" in lines[0], r.output
     assert {p.method for p in planned} >= {"dense", "kaleido", "tome", "stack"} and "magcache" not in {p.method for p in planned}
+
+
+def test_ratios_and_rows_are_kept_apart_by_sampler(tmp_path):
+    """Ratios under another sampler are their own entry; a sweep's rows are keyed by the sampler, and the model's
+    own sampler adds nothing to the key (rows computed before samplers were a setting keep theirs)."""
+    mod = _calibration_script()
+    euler = mod.calibrate("random-wan")["cond"]
+    renoised = mod.calibrate("random-wan", sampler="consistency")["cond"]
+    assert len(renoised) == 4 and renoised != pytest.approx(euler, abs=1e-4)  # fresh noise moves the residuals
+    f = tmp_path / "ratios.json"
+    f.write_text((ROOT / "src" / "kaleido" / "assets" / "magcache_ratios.json").read_text())
+    write_mag_ratios("random-wan", 4, renoised, f, sampler="consistency")
+    doc = json.loads(f.read_text())
+    assert doc["ratios"]["random-wan"]["4-consistency"] == [round(r, 5) for r in renoised]
+    assert doc["ratios"]["random-wan"]["4"] == list(calibrated_mag_ratios("random-wan", 4))
+    # the shipped file: the Euler student's ratios under the consistency sampler are not its Euler ones
+    assert calibrated_mag_ratios("tiny-turbo", 4, "consistency") != calibrated_mag_ratios("tiny-turbo", 4)
+    grid = method_grid("tiny-turbo", 4, ["magcache"], sampler="consistency")["magcache"]
+    assert grid[0]["mag_ratios"] == list(calibrated_mag_ratios("tiny-turbo", 4, "consistency"))
+    with pytest.raises(ValueError, match=r"with the consistency sampler .*--sampler consistency --write"):
+        method_grid("tiny", 8, ["magcache"], sampler="consistency")
+    own = build_points("random-wan", ["tome"], 1, (0,), {"num_inference_steps": 4})
+    other = build_points("random-wan", ["tome"], 1, (0,), {"num_inference_steps": 4, "sampler": "consistency"})
+    assert all("sampler" not in p.call for p in own) and all(p.call["sampler"] == "consistency" for p in other)
+    assert not {p.key for p in own} & {p.key for p in other}

@@ -19,12 +19,13 @@ def echo_prompt_problems(pipe, prompts, max_sequence_length: int | None) -> None
 
 
 def echo_settings_problems(pipe, settings) -> None:
-    """``warning: <problem>`` once on stderr when a distilled student runs at a step count or guidance it was
-    not distilled for (:func:`kaleido.tiny.pipeline.distillation_message`)."""
+    """``warning: <problem>`` once on stderr when a distilled student runs at a step count, guidance or sampler it
+    was not distilled for (:func:`kaleido.tiny.pipeline.distillation_message`)."""
     from kaleido.tiny.pipeline import distillation_message
 
     if getattr(pipe, "distilled", False):
-        msg = distillation_message(pipe.demo, settings.num_inference_steps, settings.guidance_scale)
+        msg = distillation_message(pipe.demo, settings.num_inference_steps, settings.guidance_scale,
+                                   settings.sampler, getattr(pipe, "made_for", "euler"))
         if msg:
             click.echo(f"warning: {msg}", err=True)
 

@@ -18,7 +18,8 @@ the comparison's 8 held-out prompts (never trained on) x ``n_seeds`` seeds per c
 
 Contenders: the teacher run naively at 4 and 8 steps with each sampler (two calls per step), ``tiny-turbo``
 (its own Euler sampler, and the consistency sampler) and ``tiny-rcm`` (consistency, TurboDiffusion's times).
-FD intervals: 95% bootstrap over videos (both sets resampled).
+FD intervals: 95% bootstrap over videos (both sets resampled), shifted by the bootstrap's bias estimate
+(:func:`fd_with_interval`).
 
 ``python -m kaleido.tiny.distribution_card --json docs/tiny-rcm/card.json --samples docs/samples/tiny-rcm``
 """
@@ -91,11 +92,17 @@ def standardise(reference: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
 
 
 def fd_with_interval(ref: np.ndarray, other: np.ndarray, n: int = 300, seed: int = 0) -> tuple[float, list[float]]:
-    """FD of ``other`` to ``ref`` (both already standardised) and its 95% bootstrap interval (both resampled)."""
+    """FD of ``other`` to ``ref`` (both already standardised) and its 95% bootstrap interval (both sets resampled).
+
+    A resampled set repeats videos, which shrinks its spread and raises the FD (with 64 videos in 20 dimensions
+    the bootstrap FDs lie almost all above the estimate), so the interval is the bootstrap percentiles shifted by
+    the bootstrap's own bias estimate (mean of the resampled FDs minus the estimate)."""
     rng = np.random.default_rng(seed)
-    vals = [frechet_distance(ref[rng.integers(len(ref), size=len(ref))], other[rng.integers(len(other), size=len(other))])
-            for _ in range(n)]
-    return frechet_distance(ref, other), [float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))]
+    vals = np.asarray([frechet_distance(ref[rng.integers(len(ref), size=len(ref))],
+                                        other[rng.integers(len(other), size=len(other))]) for _ in range(n)])
+    fd = frechet_distance(ref, other)
+    shifted = vals - (vals.mean() - fd)
+    return fd, [float(np.percentile(shifted, 2.5)), float(np.percentile(shifted, 97.5))]
 
 
 @dataclass(frozen=True)
