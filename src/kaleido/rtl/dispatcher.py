@@ -136,18 +136,15 @@ class Dispatcher(Elaboratable):
         # matcher: the first viable pair entry, else a single token, else done
         ci, cj = Signal(range(P)), Signal(range(P))
         pair, same, single = Signal(), Signal(), Signal()
-        first = None
-        for e, (i, j) in enumerate(entries):
-            ok = (cnt[i] >= 2) if i == j else ((cnt[i] != 0) & (cnt[j] != 0))
-            ctx = m.If(ok & self.pair_enable) if first is None else m.Elif(ok & self.pair_enable)
-            first = True
-            with ctx:
-                m.d.comb += [ci.eq(i), cj.eq(j), pair.eq(1), same.eq(int(i == j))]
-        for c in range(P):
-            ctx = m.If(cnt[c] != 0) if first is None else m.Elif(cnt[c] != 0)
-            first = True
-            with ctx:
+        # a priority encoder as independent assignments, lowest priority first: the last one that
+        # applies wins (a flat form, not a chain of hundreds of nested else-ifs)
+        for c in reversed(range(P)):
+            with m.If(cnt[c] != 0):
                 m.d.comb += [ci.eq(c), single.eq(1)]
+        for i, j in reversed(entries):
+            ok = (cnt[i] >= 2) if i == j else ((cnt[i] != 0) & (cnt[j] != 0))
+            with m.If(ok & self.pair_enable):
+                m.d.comb += [ci.eq(i), cj.eq(j), pair.eq(1), same.eq(int(i == j)), single.eq(0)]
         t0, t1 = Signal(iw), Signal(iw)
         m.d.comb += [t0.eq(head[ci]), t1.eq(Mux(same, nxt[head[ci]], head[cj]))]
         with m.If(matching):
