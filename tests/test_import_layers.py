@@ -45,6 +45,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "models": ("models",),  # one adapter per diffusers family: GEMM sites, token grid, RoPE groups, attention plug
     "techniques": ("techniques",),  # Kaleido and every other technique, their registry and kaleido.apply / remove
     "simulator": ("hw",),  # the accelerator simulator: consumes traces, mode maps and op counts
+    "rtl": ("rtl",),  # the accelerator as circuits (Amaranth HDL), checked against the core and the simulator
     "evaluation": ("evaluation", "characterize", "calibration", "compare"),  # measurements over generations
     "apps": ("simulation", "report"),  # what `kaleido simulate` runs; the HTML report from results
     "cli": ("cli",),  # argument parsing, one library call, printing
@@ -66,6 +67,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": {"files", "base", "sampling", "families", "core", "model"},  # the adapters never see a technique or a trace
     "techniques": set(_BELOW_EVALUATION) - {"techniques"},
     "simulator": {"files", "base", "families", "core", "trace"},  # never a model, a technique or diffusers
+    "rtl": {"files", "base", "families", "core", "trace", "simulator"},  # nothing above imports the circuits
     "evaluation": _BELOW_EVALUATION | {"evaluation", "simulator"},  # a row keeps its traces' simulator profiles
     "apps": _BELOW_EVALUATION | {"evaluation", "simulator"},
     "cli": _BELOW_EVALUATION | {"evaluation", "simulator", "apps"},
@@ -78,7 +80,7 @@ UNIT_OF_MODULE: dict[str, str] = {}
 
 #: third-party top-level packages a layer must run without (it runs with no model loaded)
 NO_THIRD_PARTY: dict[str, tuple[str, ...]] = {
-    layer: ("diffusers", "transformers") for layer in ("files", "base", "families", "core", "trace", "simulator")
+    layer: ("diffusers", "transformers") for layer in ("files", "base", "families", "core", "trace", "simulator", "rtl")
 }
 
 #: imports against the layer direction that are still there: (importing module, imported module) -> why

@@ -41,7 +41,7 @@ def test_same_video_as_the_stock_call_with_the_demo_settings(pipe):
     kw = dict(num_inference_steps=1, output_type="np")
     a = pipe("a blue square", generator=torch.Generator().manual_seed(3), **kw).frames[0]
     b = WanPipeline.__call__(pipe, "a blue square", generator=torch.Generator().manual_seed(3),
-                             **{**TINY_DEMO.to_dict(), **kw}).frames[0]
+                             **{**TINY_DEMO.pipeline_kwargs(), **kw}).frames[0]
     assert (a == b).all()
 
 

@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kaleido.atomic import write_atomic
+
 from . import EXTRA_HINT, require_amaranth
 
 require_amaranth()
@@ -57,7 +59,7 @@ def synthesize(design, name: str) -> SynthResult:
     t0 = time.perf_counter()
     text = verilog.convert(design, name="top", ports=design.ports())
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "top.v").write_text(text)
+        write_atomic(Path(tmp, "top.v"), text)
         log = _yosys("read_verilog top.v; synth -flatten -top top; dfflegalize -cell $_DFF_P_ 01; opt_clean; "
                      "tee -o stat.txt stat -tech cmos", tmp)
         stat = Path(tmp, "stat.txt").read_text() if Path(tmp, "stat.txt").exists() else log
