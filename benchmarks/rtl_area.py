@@ -103,10 +103,10 @@ def main() -> None:
                "kaleido_overhead_pct_by_low_bits": {lb: 100 * r.transistors / pe_d - 100 for lb, r in k_pes.items()},
                "in_tile_dense_transistors": tile_d, "in_tile_kaleido_transistors": tile_k,
                "in_tile_overhead_pct": 100 * tile_k / tile_d - 100},
-        "array_128": {"dense_pe_array_mm2": dense.pe_array_mm2, "kaleido_pe_array_mm2": cfg.n_pes * logic_mm2(pe_k)},
+        "array_128": {"dense_pe_array_mm2": dense.pe_array_mm2, "kaleido_pe_array_mm2": kal.pe_array_mm2},
         "dispatcher": {"window_rows": window, "logic_w64_mm2": logic_mm2(disp_tr), "pointer_list_kib": ptr_kib,
                        "pointer_list_mm2": sram_mm2(ptr_kib),
-                       "pct_of_kaleido_array": 100 * (logic_mm2(disp_tr) + sram_mm2(ptr_kib)) / (cfg.n_pes * logic_mm2(pe_k))},
+                       "pct_of_kaleido_array": 100 * kal.dispatcher_mm2 / kal.pe_array_mm2},
         "buffers_mm2": dense.buffers_mm2, "dense_chip": dense.to_dict(), "kaleido_chip": chips,
         "seconds": time.perf_counter() - t0,
     }

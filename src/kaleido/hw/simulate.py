@@ -222,12 +222,13 @@ class SimResult:
         the DRAM bandwidth stays that of the memory - the iso-peak shortcut.  On a chip
         the cycles are the chip's (:mod:`kaleido.hw.chip`) and the DRAM is shared.
         """
+        return self.roofline_time_s([g.dense_cycles if which == "dense" else g.kaleido_cycles[which]
+                                     for g in self.gemms], arrays)
+
+    def roofline_time_s(self, cycles: list[float], arrays: float = 1.0) -> float:
+        """Per GEMM ``max(cycles[i] / clock / arrays, DRAM time)``, summed (``cycles``: one entry per GEMM)."""
         bw = self._dram_bw()
-        tot = 0.0
-        for g in self.gemms:
-            cyc = g.dense_cycles if which == "dense" else g.kaleido_cycles[which]
-            tot += max(cyc / self._clock() / arrays, g.dram_bytes / bw)
-        return tot
+        return sum(max(c / self._clock() / arrays, g.dram_bytes / bw) for c, g in zip(cycles, self.gemms, strict=True))
 
     def iso_peak_factor(self) -> float:
         """Copies of this chip (or array) that match the A100's peak at the precision it runs (``a100.precision``)."""
@@ -367,14 +368,13 @@ def iso_area_shapes(pes: int, cfg: ArrayConfig) -> list[tuple[int, int]]:
     return sorted({(side, side), (cfg.rows, max(1, int(round(pes / cfg.rows))))})
 
 
-def _iso_area(results: list[GemmResult], cfg: ArrayConfig, areas: dict[str, ChipArea], fig: SynthesisFigures) -> dict:
+def _iso_area(r: SimResult, cfg: ArrayConfig, fig: SynthesisFigures) -> dict:
     """The dense array given Kaleido's extra area as extra dense PEs (the faster of :func:`iso_area_shapes`)."""
-    pes = iso_area_pes(areas["kaleido"], areas["dense_array"], fig.dense_pe_transistors)
-    bw, best = cfg.buffers.dram_gbps * 1e9, None
+    pes = iso_area_pes(r.area["kaleido"], r.area["dense_array"], fig.dense_pe_transistors)
+    best = None
     for rows, cols in iso_area_shapes(pes, cfg):
         big = replace(cfg, rows=rows, cols=cols)
-        t = sum(max(dense_cycles(g.M, g.K, g.N, big) * g.count / (cfg.clock_ghz * 1e9), g.dram_bytes / bw)
-                for g in results)
+        t = r.roofline_time_s([dense_cycles(g.M, g.K, g.N, big) * g.count for g in r.gemms])
         if best is None or t < best["time_s"]:
             best = {"pes": pes, "rows": rows, "cols": cols, "time_s": t}
     return best
@@ -569,7 +569,8 @@ def simulate(
     arr["anchor_pricing"] = anchor_pricing
     arr["complementary_pairs"] = complementary
     fig = synthesis if synthesis is not None else synthesis_figures()
-    areas = _areas(results, cfg, fig)
-    iso = _iso_area(results, cfg, areas, fig) if chip is None or chip.arrays == 1 else None
-    return SimResult(wl.to_dict(), arr, prof, results, energy, a100, notes,
-                     None if chip is None else chip.to_dict(), areas, iso)
+    res = SimResult(wl.to_dict(), arr, prof, results, energy, a100, notes,
+                    None if chip is None else chip.to_dict(), _areas(results, cfg, fig))
+    if chip is None or chip.arrays == 1:
+        res.iso_area = _iso_area(res, cfg, fig)
+    return res
