@@ -128,3 +128,30 @@ def test_exion_class_replay_energy_by_component():
     assert r.mac_energy_j == pytest.approx(work * MAC8 * 1e-12, rel=1e-12, abs=0)
     assert r.dram_energy_j == pytest.approx(dram * 8 * DRAM_BIT * 1e-12, rel=1e-12, abs=0)
     assert r.side_energy_j == pytest.approx(side * ADD8 * 1e-12, rel=1e-12, abs=0)
+
+
+def test_adding_counts_keeps_buffer_order_so_sums_do_not_follow_string_hashing():
+    """Buffer names are strings: summing them in set order made the last bit of the energy depend on
+    PYTHONHASHSEED.  The sum keeps the first operand's order, then the second's new keys."""
+    from kaleido.hw.energy import ActionCounts
+
+    a = ActionCounts(sram_bytes={"ifmap": 1.0, "filter": 2.0})
+    b = ActionCounts(sram_bytes={"ofmap": 4.0, "ifmap": 8.0})
+    assert list((a + b).sram_bytes) == ["ifmap", "filter", "ofmap"]
+    assert (a + b).sram_bytes == {"ifmap": 9.0, "filter": 2.0, "ofmap": 4.0}
+
+
+def test_simulator_figures_do_not_depend_on_the_hash_seed():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from importlib.resources import files; from kaleido.hw.simulate import simulate; "
+            "from kaleido.hw.profile import Profile; from kaleido.hw.workloads import get_workload; "
+            "from kaleido.hw.config import ArrayConfig; "
+            "p = Profile.load(files('kaleido') / 'assets' / 'profiles' / 'tiny_wan_default.json'); "
+            "r = simulate(get_workload('wan-1.3b-480p'), p, ArrayConfig(low_bits=7), transfer=True); "
+            "print(json.dumps(r.summary()['energy_j']))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outs) == 1

@@ -91,7 +91,8 @@ class ActionCounts:
                 continue
             a, b = getattr(self, f.name), getattr(other, f.name)
             if isinstance(a, dict):
-                setattr(out, f.name, {k: a.get(k, 0.0) + b.get(k, 0.0) for k in set(a) | set(b)})
+                keys = list(a) + [k for k in b if k not in a]  # insertion order: sums must not follow string hashing
+                setattr(out, f.name, {k: a.get(k, 0.0) + b.get(k, 0.0) for k in keys})
             else:
                 setattr(out, f.name, a + b)
         if self.low_bits != other.low_bits and (self.mac_low and other.mac_low):
