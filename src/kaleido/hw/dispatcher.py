@@ -42,6 +42,7 @@ import numpy as np
 from kaleido.reuse import Mode, ModeStats
 
 from .compute import fold_cycles
+from .kaleido_pe import PEMode, mode_cycle_cost
 from .mapping import ceil_div, k_fold_pieces
 
 LEVELS = ("none", "scheduler", "scheduler+matcher")
@@ -152,10 +153,17 @@ def apportion(weights: np.ndarray, total: int) -> np.ndarray:
     return base
 
 
+def lanes(mode: Mode, packed: bool) -> int:
+    """Half-slots a row in ``mode`` takes in one PE slot: twice :func:`~kaleido.hw.kaleido_pe.mode_cycle_cost`
+    (COMPUTE 2, PARTIAL 1 where two differences pack into one byte lane, else 2, FULL 0)."""
+    return int(round(2 * mode_cycle_cost(PEMode(int(mode)), packed)))
+
+
 def usage(modes: np.ndarray, packed: bool) -> np.ndarray:
-    """Lane capacity used per (row, group): COMPUTE 2, PARTIAL 1 (2 unpacked), FULL 0."""
+    """Lane capacity used per (row, group): :func:`lanes` of each entry's mode."""
     m = np.asarray(modes)
-    return np.where(m == Mode.COMPUTE, 2, np.where(m == Mode.PARTIAL, 1 if packed else 2, 0)).astype(np.int64)
+    table = np.array([lanes(Mode(v), packed) for v in range(len(Mode))], dtype=np.int64)
+    return table[m.astype(np.int64)]
 
 
 def greedy_pairs(use: np.ndarray, counts: np.ndarray, complementary: bool = True) -> int:
@@ -376,7 +384,7 @@ def dispatch(rs: RowStats, N: int, dataflow: str, R: int, C: int, packed: bool, 
     W = min(W, M) if M > 0 else W
     col_folds = int(ceil_div(N, C))
     marg_frac = rs.marginals / max(1, rs.n_rows)
-    w_partial = 0.5 if packed else 1.0
+    w_partial = mode_cycle_cost(PEMode.PARTIAL, packed)
     work = float((rs.marginals[:, Mode.COMPUTE] * sizes).sum() + w_partial * (rs.marginals[:, Mode.PARTIAL] * sizes).sum()) * N
     n_win = 0
     if dataflow == "ws":
