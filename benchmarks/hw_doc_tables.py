@@ -2,9 +2,11 @@
 
     kaleido simulate -w all --profile example --transfer --json > /tmp/example.json
     python benchmarks/hw_doc_tables.py /tmp/example.json [--components hunyuan-720p]
+    python benchmarks/hw_doc_tables.py /tmp/example.json --area
 
 Prints one row per workload (every figure read from the JSON) and, with
-``--components``, that workload's energy by component (kJ).
+``--components``, that workload's energy by component (kJ); ``--area`` prints the §13 area and
+iso-area table instead.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def main() -> None:
     p.add_argument("json")
     p.add_argument("--components", help="workload whose energy by component to print")
     p.add_argument("--short", action="store_true", help="the §9a columns (no times)")
+    p.add_argument("--area", action="store_true", help="the §13 columns: area and the iso-area dense array")
     a = p.parse_args()
     text = open(a.json).read()
     data = json.loads(text[text.index("{"):])  # the CLI may print a note line before the JSON
@@ -30,7 +33,13 @@ def main() -> None:
         u = s["utilisation"]
         util = f"{100 * u['none']:.1f} / {100 * u['scheduler']:.1f} / {100 * u['scheduler+matcher']:.1f}%"
         sp, es = s["speedup"], s["energy_savings"]
-        if a.short:
+        if a.area:
+            ar, iso = s["area_mm2"], s["iso_area"]
+            print(f"| {name} | {r['array']['low_bits']} | {ar['kaleido']['anchor_store_mm2']:.2f} | "
+                  f"{ar['kaleido']['total_mm2']:.2f} | {ar['dense_array']['total_mm2']:.2f} | "
+                  f"{ar['kaleido_over_dense']:.2f}x | {iso['rows']} x {iso['cols']} ({iso['pes']:,}) | "
+                  f"{sp['vs_dense_array']:.2f}x | {iso['speedup_vs_dense_iso_area']:.2f}x |")
+        elif a.short:
             print(f"| {name} | {sp['vs_dense_array']:.2f}x | {sp['vs_a100_raw']:.2f}x | {sp['vs_a100_iso_peak']:.2f}x | "
                   f"{es['vs_dense_array']:.2f}x | {es['vs_a100']:.1f}x | {util} |")
         else:

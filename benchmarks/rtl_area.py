@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 
 import numpy as np
 
 from kaleido.atomic import write_atomic
 from kaleido.hw.area import (LOGIC_SOURCE, SRAM_SOURCE, SYNTHESIS_FILE, dense_array_area, iso_area_pes,
-                             kaleido_array_area, logic_mm2, pointer_list_kib, sram_mm2, synthesis_figures)
+                             kaleido_array_area, logic_mm2, pointer_list_kib, psum_bits, sram_mm2,
+                             synthesis_figures)
 from kaleido.hw.config import ArrayConfig
 from kaleido.hw.kaleido_pe import AnchorPlan
 from kaleido.hw.simulate import window_rows
@@ -53,7 +53,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     cfg = ArrayConfig()
-    acc = 17 + math.ceil(math.log2(cfg.rows))
+    acc = psum_bits(cfg.rows)
     synth = {}
 
     def run(name, design, flows=None):

@@ -7,8 +7,9 @@ from importlib.resources import files
 import pytest
 
 from kaleido.hw.area import (SYNTHESIS_FILE, SynthesisFigures, TRANSISTORS_PER_MM2_16NM, chip_area, dense_array_area,
-                             iso_area_pes, kaleido_array_area, logic_mm2, pointer_list_kib, sram_mm2,
+                             iso_area_pes, kaleido_array_area, logic_mm2, pointer_list_kib, psum_bits, sram_mm2,
                              synthesis_figures)
+from kaleido.hw.chip import ChipConfig
 from kaleido.hw.config import ArrayConfig
 from kaleido.hw.profile import Profile
 from kaleido.hw.simulate import iso_area_shapes, simulate as _simulate
@@ -127,3 +128,20 @@ def test_shipped_file_is_the_benchmarks():
     assert d["written_by"] == "benchmarks/rtl_area.py"
     assert set(synthesis_figures().flows.values()) <= {"default", "noalumacc", "booth"}
     assert d["dense_pe"]["flow"] in ("default", "noalumacc", "booth")
+
+
+def test_psum_width_by_hand_and_a_note_when_the_array_is_not_the_synthesised_one(wan480):
+    # 17-bit product, then one more bit per doubling of the chain: 128 rows -> 24, 64 -> 23, 16 -> 21
+    assert (psum_bits(128), psum_bits(64), psum_bits(16), psum_bits(129)) == (24, 23, 21, 25)
+    wl, _ = wan480
+    same = _simulate(wl, None, ArrayConfig(low_bits=7), synthesis=_figures())
+    assert not any("partial sums" in n for n in same.notes)
+    small = _simulate(wl, None, ArrayConfig(rows=64, cols=64, low_bits=7), synthesis=_figures())
+    assert any("24-bit partial sums" in n and "64-row array needs 23" in n for n in small.notes)
+
+
+def test_a_chip_of_several_arrays_says_why_it_has_no_iso_area_row(wan480):
+    wl, _ = wan480
+    r = _simulate(wl, None, chip=ChipConfig(arrays=4, array=CFG7))
+    assert r.iso_area is None and "iso_area" not in r.summary()
+    assert any("no iso-area row on a chip of 4 arrays" in n for n in r.notes)

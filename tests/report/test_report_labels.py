@@ -40,3 +40,18 @@ def test_each_refused_point_is_listed_once():
         {"method": "tome", "settings": {"ratio": 0.9}, "error": "ratio too high"}]
     html = _refused_section(errs)
     assert html.count("<li>") == 2 and html.count("pab") == 1 and "(2 prompt/seed rows)" in html
+
+
+def test_design_table_carries_area_and_the_iso_area_line_reads_it():
+    from kaleido.hw.simulate import simulate
+    from kaleido.hw.workloads import get_workload
+    from kaleido.report.html import _iso_area_row
+
+    t = design_table(None, {}, "wan-1.3b-480p", steps=1)
+    direct = simulate(get_workload("wan-1.3b-480p", steps=1), None).summary()  # no profile: the simulator itself
+    assert t["area_mm2"]["dense_array"]["total_mm2"] == direct["area_mm2"]["dense_array"]["total_mm2"]
+    iso = t["iso_area"]
+    row = _iso_area_row(t)
+    assert f"{iso['rows']}x{iso['cols']} = {iso['pes']:,} PEs" in row
+    assert f"{iso['speedup_vs_dense_iso_area']:.2f}x (iso-area" in row
+    assert _iso_area_row({**t, "iso_area": None}) == ""

@@ -79,6 +79,12 @@ def synthesis_figures(path: str | Path = SYNTHESIS_FILE) -> SynthesisFigures:
                          "rewrite it with `python benchmarks/rtl_area.py`") from None
 
 
+def psum_bits(rows: int) -> int:
+    """Bits of the partial sum a column of ``rows`` int8 PEs carries: a 17-bit product (with the
+    PARTIAL lane's sign) plus ``ceil(log2(rows))`` bits of growth down the chain."""
+    return 17 + math.ceil(math.log2(max(2, rows)))
+
+
 def pointer_list_kib(window_rows: int) -> float:
     """KiB of the matcher's next-pointer list over a window of ``window_rows`` tokens (one pointer each)."""
     if window_rows < 2:

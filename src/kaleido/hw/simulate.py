@@ -15,7 +15,8 @@ import numpy as np
 
 from kaleido.reuse import Mode, ModeStats
 
-from .area import ChipArea, SynthesisFigures, dense_array_area, iso_area_pes, kaleido_array_area, synthesis_figures
+from .area import (ChipArea, SynthesisFigures, dense_array_area, iso_area_pes, kaleido_array_area, psum_bits,
+                   synthesis_figures)
 from .chip import ChipConfig, GemmSplit, split_gemm
 from .compute import dense_cycles, folded_cycles
 from .config import ArrayConfig
@@ -573,4 +574,11 @@ def simulate(
                     None if chip is None else chip.to_dict(), _areas(results, cfg, fig))
     if chip is None or chip.arrays == 1:
         res.iso_area = _iso_area(res, cfg, fig)
+    else:
+        notes.append(f"no iso-area row on a chip of {chip.arrays} arrays: iso-area is defined for one array "
+                     "(run without --chip, or with a one-array chip)")
+    need = psum_bits(cfg.rows)
+    if need != fig.acc_bits:
+        notes.append(f"area priced with PEs synthesised for {fig.acc_bits}-bit partial sums; a {cfg.rows}-row "
+                     f"array needs {need}: the PE areas are those of the shipped synthesis, not re-synthesised")
     return res

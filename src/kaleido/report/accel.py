@@ -119,7 +119,8 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
         d["kaleido_speedup_over_it"] = d["cycles"] / max(1.0, k_cyc)
     return {"workload": wl.name, "steps": wl.steps, "designs": designs, "a100_time_s": a100.counts.time_s,
             "a100_energy_j": a100.energy_j, "kaleido_time_s_with_dram": kal.counts.time_s,
-            "utilisation": s["utilisation"], "normalisation": s["normalisation"], "notes": notes + list(sim.notes)}
+            "utilisation": s["utilisation"], "normalisation": s["normalisation"], "notes": notes + list(sim.notes),
+            "area_mm2": s.get("area_mm2"), "iso_area": s.get("iso_area")}
 
 
 def _baseline(design, row: dict, wl, cfg, energy) -> dict:

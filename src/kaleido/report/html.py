@@ -229,7 +229,8 @@ def _accel_section(rows, aggs, workloads, steps=None) -> str:
         parts.append(f"<tr><td class='l'>NVIDIA A100 (roofline, simulator)</td><td class='l note'>dense, bf16/int8 "
                      f"peaks and stated attention efficiency</td><td>{_f(t['a100_time_s'], 3)}</td><td colspan=2>"
                      f"Kaleido time incl. DRAM {_f(t['kaleido_time_s_with_dram'], 3)} s; raw one-array vs one-A100</td>"
-                     f"<td>-</td><td>{_f(t['a100_energy_j'], 3)} (total)</td><td>-</td></tr></table>")
+                     f"<td>-</td><td>{_f(t['a100_energy_j'], 3)} (total)</td><td>-</td></tr>")
+        parts.append(_iso_area_row(t) + "</table>")
         for n in t["notes"]:
             parts.append(f'<p class="note">{html.escape(n)}</p>')
         util_rows.append((wl, t["utilisation"]))
@@ -245,6 +246,19 @@ def _accel_section(rows, aggs, workloads, steps=None) -> str:
                          + "</tr>")
         parts.append("</table>")
     return "".join(parts)
+
+
+def _iso_area_row(t: dict) -> str:
+    """The design table's area line: Kaleido's and the dense array's area, and the dense array given Kaleido's
+    area as extra PEs (its time includes DRAM, as Kaleido's does in the A100 line); empty without area figures."""
+    a, iso = t.get("area_mm2"), t.get("iso_area")
+    if not a or not iso:
+        return ""
+    return (f"<tr><td class='l'>dense array at Kaleido's area ({iso['rows']}x{iso['cols']} = {iso['pes']:,} PEs)</td>"
+            f"<td class='l note'>area at 16 nm: Kaleido {_f(a['kaleido']['total_mm2'])} mm^2, dense array "
+            f"{_f(a['dense_array']['total_mm2'])} mm^2 (synthesised PEs and dispatcher, CACTI SRAM)</td>"
+            f"<td>{_f(iso['time_s'], 3)} (incl. DRAM)</td><td>-</td>"
+            f"<td>{_f(iso['speedup_vs_dense_iso_area'])}x (iso-area, incl. DRAM)</td><td>-</td><td>-</td><td>-</td></tr>")
 
 
 def _quality_cell(d: dict) -> str:
