@@ -183,7 +183,7 @@ def test_compare_prints_the_wall_ratio_and_where_the_saving_is_real(tmp_path):
 def test_new_rows_record_the_device_outside_the_point():
     import torch
 
-    from kaleido.compare.worker import device_info
+    from kaleido.compare.provenance import device_info
 
     class Pipe:
         device = torch.device("cpu")

@@ -36,15 +36,28 @@ class _MethodsOption(click.Option):
               show_default=True, callback=output_folder,
               help="Directory of JSON rows (one per point; existing rows are not recomputed).")
 @click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler (default: a local cluster).")
-@click.option("--workers", "n_workers", type=int, default=1, show_default=True, help="Local cluster worker processes.")
+@click.option("--workers", "n_workers", type=int, default=1, show_default=True, help="Local cluster worker processes (--verify: 0 re-runs in this process).")
 @click.option("--plot-only", is_flag=True, help="Compute nothing; analyse the rows already in --results.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--compact", is_flag=True, help="Before analysing, drop thumbnails and reuse profiles from every row "
               "but each setting's first prompt/seed row (what the report reads), so the folder can be committed.")
 @click.option("--workloads", default="wan-1.3b-480p,hunyuan-720p", show_default=True,
               help="Comma-separated simulator workloads for the accelerator table ('none' to skip it).")
-def compare(pipeline, methods, n_prompts, seeds, steps, sampler, results_dir, scheduler, n_workers, plot_only, as_json, compact, workloads):
+@click.option("--verify", "verify_n", type=int, default=None, metavar="N",
+              help="Compute no sweep: re-run N rows per setting of --results (the same prompt/seed pairs for every "
+                   "setting) with today's code and machine into a scratch folder, print each setting's largest PSNR "
+                   "and saving drift against the stored rows, exit 1 when one exceeds the tolerance. Works on a "
+                   "calibration's calibration_runs/ folder too.")
+@click.option("--tolerance-db", type=float, default=None,
+              help="--verify: largest PSNR drift (dB) that counts as reproduced [default: 0.1].")
+@click.option("--tolerance-saved", type=float, default=None,
+              help="--verify: largest drift of the whole-transformer saving, in percentage points [default: 0.5].")
+def compare(pipeline, methods, n_prompts, seeds, steps, sampler, results_dir, scheduler, n_workers, plot_only, as_json,
+            compact, workloads, verify_n, tolerance_db, tolerance_saved):
     """Sweep methods x settings x prompts x seeds on Dask; Pareto plot and matched-savings table."""
+    if verify_n is not None:
+        return _verify(results_dir, verify_n, tolerance_db, tolerance_saved,
+                       [m.strip() for m in methods.split(",")] if methods else None, scheduler, n_workers, as_json)
     from kaleido.compare.analysis import (NEEDS_ACCELERATOR, RANK_MIN_PSNR_DB, TODAY, accelerator_speedups, aggregate,
                                           errors, fmt_pct, load_retimed, load_rows, matched_savings, pareto_figure,
                                           ranking_at_quality)
@@ -180,6 +193,41 @@ def compare(pipeline, methods, n_prompts, seeds, steps, sampler, results_dir, sc
             con.print(a)
     con.print(f"Pareto plot: {results / 'pareto.png'}")
     if failed:
+        raise SystemExit(1)
+
+
+def _verify(results_dir, n, tolerance_db, tolerance_saved, methods, scheduler, n_workers, as_json) -> None:
+    """``--verify N``: one table of every setting's drift, one line per flagged setting, exit 1 when any."""
+    from kaleido.compare.verify import PSNR_TOLERANCE_DB, SAVED_TOLERANCE, verify_rows
+
+    try:
+        rep = verify_rows(results_dir, n, methods=methods, scheduler=scheduler, n_workers=n_workers,
+                          psnr_tolerance_db=PSNR_TOLERANCE_DB if tolerance_db is None else tolerance_db,
+                          saved_tolerance=SAVED_TOLERANCE if tolerance_saved is None else tolerance_saved / 100,
+                          log=lambda line: click.echo(line, err=True))
+    except ValueError as e:
+        raise click.UsageError(str(e))
+    if as_json:
+        click.echo(json.dumps(rep.to_dict(), indent=1))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"{rep.results}: {len(rep.settings)} settings re-run against their stored rows "
+                        f"(tolerance {rep.psnr_tolerance_db} dB, {100 * rep.saved_tolerance:.2f} pp)")
+        for c in ("setting", "rows", "largest PSNR drift dB", "largest saving drift pp", "environment then -> now"):
+            t.add_column(c, justify="right" if c in ("rows", "largest PSNR drift dB", "largest saving drift pp") else "left")
+        for d in rep.settings:
+            t.add_row(("[red]FLAG[/red] " if d.flagged else "") + d.label, str(d.checked), f"{d.psnr_drift_db:.3f}",
+                      f"{100 * d.saved_drift:.2f}", d.environment)
+        Console(width=max(Console().width, 140)).print(t)
+        for dd in rep.dense:
+            diff = "no stored reference" if dd.max_abs_diff is None else f"max |difference| {dd.max_abs_diff:.3g}"
+            click.echo(f"dense reference, prompt {dd.prompt!r} seed {dd.seed}: {diff}")
+    for d in rep.flagged:
+        click.echo(f"drift: {d.label}: {'; '.join(d.why)}", err=True)
+    click.echo(f"verify: {len(rep.settings)} settings, {len(rep.flagged)} beyond tolerance", err=True)
+    if rep.flagged:
         raise SystemExit(1)
 
 

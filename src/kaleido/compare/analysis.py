@@ -72,7 +72,7 @@ UNKNOWN_DEVICE = "unknown device"
 
 def device_label(row: dict) -> str:
     """The machine a row's wall time was measured on, from its ``device`` field
-    (:func:`kaleido.compare.worker.device_info`): e.g. ``"cpu: AMD EPYC 7B13, 1 thread"``,
+    (:func:`kaleido.compare.provenance.device_info`): e.g. ``"cpu: AMD EPYC 7B13, 1 thread"``,
     ``"cuda: NVIDIA H200, 1 thread"``; :data:`UNKNOWN_DEVICE` when the row has none."""
     d = row.get("device")
     if not isinstance(d, dict) or not d.get("type"):

@@ -39,7 +39,8 @@ def retime(results_dir: str | Path, *, runs: int = 2, min_psnr: float = 30.0, me
     from kaleido.generation_settings import GenerationSettings
     from kaleido.techniques import make_method
 
-    from .worker import _pipeline, device_info
+    from .provenance import device_info
+    from .worker import _pipeline
 
     results = Path(results_dir)
     rows = load_rows(results)

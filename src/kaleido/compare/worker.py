@@ -7,14 +7,14 @@ compare against it without regenerating it.  Rows are written atomically (tempor
 file, then rename), so an interrupted sweep never leaves a half row behind.  Every row records
 the machine its wall time was measured on (``device``: :func:`device_info`), outside the point,
 so the row's key does not depend on it, and the sweep run that computed it (``run``), so that a method's wall time
-is only ever compared with a dense time measured in the same run (:func:`kaleido.compare.analysis.wall_ratios`).
+is only ever compared with a dense time measured in the same run (:func:`kaleido.compare.analysis.wall_ratios`),
+and what its figures depend on (``env``: code and torch versions, CPU capability and flags, threads, sampler;
+:func:`kaleido.compare.provenance.environment`), so ``kaleido compare --verify`` can judge a drift.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import platform
 import socket
 import time
 from pathlib import Path
@@ -24,6 +24,7 @@ import numpy as np
 from kaleido.atomic import open_atomic, write_atomic
 
 from .points import DENSE, SweepPoint
+from .provenance import device_info, environment
 
 _PIPELINES: dict[str, tuple] = {}
 _FINGERPRINTS: dict[str, str] = {}
@@ -43,26 +44,10 @@ def _pipeline(name: str):
     return _PIPELINES[name]
 
 
-def _cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what :mod:`platform` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+def _environment(pipe, call: dict) -> dict:
+    from kaleido.sampling import sampler_of
 
-
-def device_info(pipe) -> dict:
-    """The machine a row's wall time is measured on: ``type`` (``cpu``, ``cuda``, ...), ``name`` (the GPU's
-    or the CPU's model), ``threads`` (torch's intra-op threads) and ``cpus`` (logical CPUs of the machine)."""
-    import torch
-
-    dev = torch.device(getattr(pipe, "_execution_device", None) or pipe.device)
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name()
-    return {"type": dev.type, "name": name, "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
+    return environment(call.get("sampler") or sampler_of(pipe.scheduler))
 
 
 def write_json_atomic(path: Path, obj: dict) -> None:
@@ -82,7 +67,7 @@ def _dense_video(point: SweepPoint, results: Path, pipe, call, run: str | None =
     with open_atomic(path, "wb") as f:
         np.save(f, video, allow_pickle=False)
     row = {"point": dense.to_dict(), "wall_s": wall, "thumbs": thumbnail_strip(video), "frames": int(len(video)),
-           "host": socket.gethostname(), "device": device_info(pipe)}
+           "host": socket.gethostname(), "device": device_info(pipe), "env": _environment(pipe, call)}
     if run is not None:
         row["run"] = run
     write_json_atomic(results / f"{dense.key}.json", row)
@@ -121,6 +106,7 @@ def run_point(point_dict: dict, results_dir: str, run: str | None = None) -> dic
     row["compute_s"] = time.perf_counter() - t0
     row["host"] = socket.gethostname()
     row["device"] = device_info(pipe)
+    row["env"] = _environment(pipe, call)
     if run is not None:
         row["run"] = run
     write_json_atomic(out, row)
