@@ -36,7 +36,7 @@ ROOT = "kaleido"
 #: the layers, lowest first, and the units in each
 LAYERS: dict[str, tuple[str, ...]] = {
     "files": ("atomic",),  # crash-safe result writing
-    "base": ("ops", "device", "generation_settings", "metrics", "prompts", "video_io"),  # vocabularies, utilities
+    "base": ("ops", "device", "generation_settings", "heap", "metrics", "prompts", "video_io"),  # vocabularies, utilities
     "sampling": ("sampling",),  # the samplers of a flow-matching pipeline (a scheduler swap), seeded per call
     "families": ("families",),  # what each vDiT family is made of (GEMMs, shaping config keys), no model loaded
     "core": ("reuse",),  # the reuse decision, GEMM and attention on tensors; ModeMap, OpCounts

@@ -107,3 +107,49 @@ def test_bad_input_is_a_clear_usage_error(tmp_path, args, match):
 def test_a_target_without_prompts_is_refused(tmp_path):
     r = CliRunner().invoke(cli, ["calibrate", "--model", "tiny", "--target-psnr", "30", "--out", str(tmp_path / "c.yaml")])
     assert r.exit_code == 2 and "needs calibration prompts" in r.output
+
+
+def test_an_interrupted_calibration_resumes_to_the_uninterrupted_result(tmp_path, pipe_dir, prompts):
+    """`kaleido calibrate` killed (SIGKILL, its Dask workers with it) once some candidate rows exist: the same
+    command again computes only the missing points and writes the config and held-out figures of a run that
+    was never interrupted."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["calibrate", "--model", str(pipe_dir), "--target-psnr", "25", "--prompts", str(prompts), "--seeds", "0",
+            "--budget", "4", *FAST]
+    whole = tmp_path / "whole" / "c.yaml"
+    r = CliRunner().invoke(cli, [*args, "--out", str(whole)])
+    assert r.exit_code == 0, r.output
+    ref = json.loads((whole.parent / "calibration_target.json").read_text())
+
+    cut = tmp_path / "cut" / "c.yaml"
+    runs = cut.parent / "calibration_runs"
+    kaleido = shutil.which("kaleido") or sys.exit("the kaleido command is not installed")
+    proc = subprocess.Popen([kaleido, *args, "--out", str(cut)], start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    try:
+        deadline = time.monotonic() + 300
+        while len([f for f in runs.glob("*.json") if not f.name.startswith("dense")]) < 4 and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    kept = {f.name: f.read_bytes() for f in runs.glob("*.json")}
+    assert kept and not cut.exists()  # interrupted mid-search: no config yet
+    total = len(list((whole.parent / "calibration_runs").glob("*.json")))
+    assert len(kept) < total
+
+    r = CliRunner().invoke(cli, [*args, "--out", str(cut)])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((cut.parent / "calibration_target.json").read_text())
+    assert rep["chosen"]["config"] == ref["chosen"]["config"] and rep["heldout"] == ref["heldout"]
+    assert cut.read_text() == whole.read_text()
+    assert all((runs / n).read_bytes() == b for n, b in kept.items())  # nothing kept was recomputed
+    assert len(list(runs.glob("*.json"))) == total and not list(runs.glob(".*.tmp"))
+    assert rep["evaluation"]["points_computed"] == total - len(kept)

@@ -17,6 +17,7 @@ import distributed  # noqa: F401 - loads the distributed.* config defaults that 
 import pytest
 
 from kaleido.compare.points import SweepPoint
+from kaleido.compare.results_folder import LOCK_NAME
 from kaleido.compare.sweep import run_sweep
 
 # the workers cannot import this test module: ship its functions by value
@@ -69,8 +70,9 @@ def test_killed_worker_keeps_finished_rows_and_a_rerun_computes_only_the_missing
     rows = {f.stem: json.loads(f.read_text()) for f in results.glob("*.json")}
     assert set(rows) == {p.key for p in pts if p is not victim}  # every finished row is on disk, whole
     assert len({r["pid"] for r in rows.values()}) == 2  # rows from the worker that died and from its replacement
-    assert sorted(os.listdir(results)) == sorted(f"{k}.json" for k in rows)  # no half row, no temporary file
-    mtimes = {f.name: f.stat().st_mtime_ns for f in results.iterdir()}
+    # no half row, no temporary file (only the folder's sweep lock beside the rows)
+    assert sorted(n for n in os.listdir(results) if n != LOCK_NAME) == sorted(f"{k}.json" for k in rows)
+    mtimes = {f.name: f.stat().st_mtime_ns for f in results.iterdir() if f.name != LOCK_NAME}
 
     (tmp_path / f"kill-{victim.key}").unlink()
     (tmp_path / "calls.log").unlink()
@@ -122,3 +124,81 @@ def test_compare_cli_lists_the_missing_points_and_exits_1(tmp_path, monkeypatch)
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "1 failed" in res.output and "failed: tome ratio=0.3, prompt 'p', seed 0 [abc]" in res.output
     assert "run the same command again to compute only the 1 missing point(s)" in res.output
+
+
+def slow_point(point_dict: dict, results_dir: str) -> dict:
+    """Like run_point, 0.5 s per point, logging each computation."""
+    import time
+
+    from kaleido.compare.worker import write_json_atomic
+
+    results = Path(results_dir)
+    out = results / f"{point_dict['key']}.json"
+    if out.exists():
+        return json.loads(out.read_text())
+    with open(results.parent / "calls.log", "a") as log:
+        log.write(f"{point_dict['key']} {os.getpid()}\n")
+    time.sleep(0.5)
+    row = {"point": point_dict, "psnr": 30.0}
+    write_json_atomic(out, row)
+    return row
+
+
+def test_a_scheduler_restarted_mid_sweep_loses_nothing(tmp_path):
+    """A real `dask scheduler` killed while the sweep runs: the finished rows stay, the others are listed as lost in
+    one line each, and the same sweep against the restarted scheduler computes exactly the missing points."""
+    import socket
+    import subprocess
+    import threading
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"tcp://127.0.0.1:{port}"
+    # the scheduler unpickles the task graph, which names this module: let both processes import it
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+
+    def start():
+        sch = subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                               stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
+        time.sleep(2)
+        wk = subprocess.Popen(["dask", "worker", addr, "--nthreads", "1", "--no-dashboard"],
+                              stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
+        time.sleep(4)
+        return sch, wk
+
+    results = tmp_path / "rows"
+    results.mkdir()
+    pts = [SweepPoint("random-wan", "dense", "a red ball", 0)] + [
+        SweepPoint("random-wan", "tome", "a red ball", 0, {"ratio": r / 100}) for r in range(1, 10)]
+    sch, wk = start()
+
+    def stop_when_three_rows():
+        while len(list(results.glob("*.json"))) < 3:
+            time.sleep(0.05)
+        sch.kill()
+
+    try:
+        threading.Thread(target=stop_when_three_rows, daemon=True).start()
+        first = run_sweep(pts, results, scheduler=addr, progress=False, compute=slow_point)
+        done = {f.name: f.read_bytes() for f in results.glob("*.json")}
+        assert len(done) >= 3, first.failed[:1]
+        assert first.computed == len(done) and len(first.failed) == len(pts) - len(done)
+        assert all("the connection to the Dask scheduler was lost" in f and "\n" not in f for f in first.failed)
+    finally:
+        sch.kill()
+        wk.kill()
+        sch.wait()
+        wk.wait()
+    sch, wk = start()  # the scheduler restarted, at the same address
+    try:
+        again = run_sweep(pts, results, scheduler=addr, progress=False, compute=slow_point)
+    finally:
+        sch.kill()
+        wk.kill()
+    assert (again.already_done, again.computed, again.failed) == (len(done), len(pts) - len(done), [])
+    assert all((results / n).read_bytes() == b for n, b in done.items())  # the kept rows untouched
+    assert sorted(f.stem for f in results.glob("*.json")) == sorted(p.key for p in pts)
+    log = calls(tmp_path)
+    assert all(log.count(p.key) <= 2 for p in pts) and all(log.count(k[:-5]) == 1 for k in done)

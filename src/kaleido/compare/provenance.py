@@ -62,10 +62,13 @@ def device_info(pipe) -> dict:
 def code_version() -> str:
     """``kaleido <version>`` and, when the package runs from a git checkout, ``@<commit>`` (``+dirty`` when
     tracked files differ from it)."""
-    import kaleido
+    from importlib.metadata import PackageNotFoundError, version
 
-    out = f"kaleido {kaleido.__version__}"
-    root = Path(kaleido.__file__).resolve().parents[2]
+    try:
+        out = f"kaleido {version('kaleido-vdit')}"
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        out = "kaleido (not installed)"
+    root = Path(__file__).resolve().parents[3]  # src/kaleido/compare/provenance.py -> the checkout
     if not (root / ".git").exists():
         return out
     try:

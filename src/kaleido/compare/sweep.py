@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .results_folder import row_done, sweep_lock
 from .points import DENSE, SweepPoint, settings_label
 from .worker import run_point
 
@@ -50,14 +51,14 @@ class SweepSummary:
 
 
 def pending(points: list[SweepPoint], results_dir: Path) -> list[SweepPoint]:
-    """Points without a row file in ``results_dir`` (duplicates removed, order kept)."""
+    """Points without a finished row in ``results_dir`` (:func:`row_done`; duplicates removed, order kept)."""
     seen, out = set(), []
     for p in points:
         k = p.key
         if k in seen:
             continue
         seen.add(k)
-        if not (results_dir / f"{k}.json").exists():
+        if not row_done(results_dir / f"{k}.json"):
             out.append(p)
     return out
 
@@ -91,7 +92,9 @@ def _why_failed(exc: BaseException) -> str:
 
     if isinstance(exc, KilledWorker):
         return "its worker process died while computing it (killed, out of memory or crashed)"
-    return f"{type(exc).__name__}: {exc}"
+    if "scheduler-connection-lost" in str(exc):
+        return "the connection to the Dask scheduler was lost (stopped or restarted) before it ran"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
 
 
 def new_run_id() -> str:
@@ -107,9 +110,15 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str 
     point's row itself (:func:`kaleido.compare.worker.run_point` does).  A point whose task
     fails or whose worker dies is reported in ``failed``, not raised: the other points go on.  ``client``: a
     Dask client to use (and leave open) instead of one made from ``scheduler`` / ``n_workers`` for this call
-    (:func:`open_client`)."""
+    (:func:`open_client`).  One sweep at a time writes a folder (:func:`kaleido.compare.results_folder.sweep_lock`):
+    a second is refused with a ``ValueError``."""
     results = Path(results_dir)
     results.mkdir(parents=True, exist_ok=True)
+    with sweep_lock(results):
+        return _run_sweep(points, results, scheduler, n_workers, progress, compute, client)
+
+
+def _run_sweep(points, results: Path, scheduler, n_workers, progress, compute, client) -> SweepSummary:
     unique = {p.key: p for p in points}
     todo = pending(list(unique.values()), results)
     summary = SweepSummary(len(unique), len(unique) - len(todo), 0)

@@ -17,12 +17,15 @@ from __future__ import annotations
 import json
 import socket
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from kaleido.atomic import open_atomic, write_atomic
 
+from kaleido.heap import return_free_heap
+from .results_folder import row_done
 from .points import DENSE, SweepPoint
 from .provenance import device_info, environment
 
@@ -50,8 +53,20 @@ def _environment(pipe, call: dict) -> dict:
     return environment(call.get("sampler") or sampler_of(pipe.scheduler))
 
 
+@contextmanager
+def _writing(path: Path):
+    """A failed write (a full disk, a read-only folder) as one line naming the file and the fix; the atomic writer
+    has already removed its temporary file, so nothing half-written is left."""
+    try:
+        yield
+    except OSError as e:
+        raise OSError(e.errno, f"could not write {path} ({e.strerror or e}): free space there or give another "
+                      "--results, then run the same command again (finished rows are kept)") from None
+
+
 def write_json_atomic(path: Path, obj: dict) -> None:
-    write_atomic(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=False))
+    with _writing(path):
+        write_atomic(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=False))
 
 
 def _dense_video(point: SweepPoint, results: Path, pipe, call, run: str | None = None) -> np.ndarray:
@@ -64,7 +79,7 @@ def _dense_video(point: SweepPoint, results: Path, pipe, call, run: str | None =
     if path.exists():
         return np.load(path, allow_pickle=False)
     video, wall, _ = generate(pipe, dense.prompt, dense.seed, GenerationSettings.from_call(call))
-    with open_atomic(path, "wb") as f:
+    with _writing(path), open_atomic(path, "wb") as f:
         np.save(f, video, allow_pickle=False)
     row = {"point": dense.to_dict(), "wall_s": wall, "thumbs": thumbnail_strip(video), "frames": int(len(video)),
            "host": socket.gethostname(), "device": device_info(pipe), "env": _environment(pipe, call)}
@@ -76,14 +91,22 @@ def _dense_video(point: SweepPoint, results: Path, pipe, call, run: str | None =
 
 def run_point(point_dict: dict, results_dir: str, run: str | None = None) -> dict:
     """Compute ``point_dict`` (a :meth:`SweepPoint.to_dict`) unless its row exists; return the row.  ``run``: the
-    sweep run's id, recorded in the rows this call writes."""
+    sweep run's id, recorded in the rows this call writes.  The heap's free pages go back to the OS after each
+    point (:mod:`kaleido.compare.heap`), so a worker's memory stays flat over a long sweep."""
+    try:
+        return _run_point(point_dict, results_dir, run)
+    finally:
+        return_free_heap()
+
+
+def _run_point(point_dict: dict, results_dir: str, run: str | None) -> dict:
     from kaleido.techniques import make_method
     from kaleido.evaluation.harness import run_against_dense, thumbnail_strip
 
     point = SweepPoint.from_dict(point_dict)
     results = Path(results_dir)
     out = results / f"{point.key}.json"
-    if out.exists():
+    if row_done(out):
         return json.loads(out.read_text())
     pipe, base_call = _pipeline(point.pipeline)
     if point.model_id:

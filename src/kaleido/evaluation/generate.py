@@ -30,6 +30,7 @@ import torch
 from kaleido.generation_settings import GenerationSettings
 from kaleido.metrics import VideoComparison, compare_videos
 from kaleido.sampling import using
+from kaleido.heap import return_free_heap
 from kaleido.tiny.pipeline import PromptWarning, TinyWanPipeline, demo_settings, native_sampler, unknown_words_message
 from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
@@ -140,8 +141,10 @@ def generate(pipe, prompt: str, seed: int, settings: GenerationSettings) -> tupl
     finally:
         timer.close()
     frames = out.frames[0] if hasattr(out, "frames") else out[0][0]
-    frames = np.asarray(frames, dtype=np.float32)
-    return np.clip(frames, 0.0, 1.0), wall, timer.seconds
+    frames = np.clip(np.asarray(frames, dtype=np.float32), 0.0, 1.0)
+    del out
+    return_free_heap()  # the generation's freed tensors back to the OS, outside the timed call (kaleido.heap)
+    return frames, wall, timer.seconds
 
 
 @dataclass
