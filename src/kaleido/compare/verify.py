@@ -144,7 +144,7 @@ def verify_rows(results_dir: str | Path, n: int, *, psnr_tolerance_db: float = P
         out = Path(scratch) if scratch is not None else Path(tmp)
         if out.resolve() == results.resolve():
             raise ValueError("the scratch folder must not be the results folder: verify never rewrites stored rows")
-        if n_workers == 0 and scheduler is None:  # in this process (a test, a GPU session)
+        if n_workers == 0 and scheduler is None:  # in this process (a test, or a run on a GPU)
             from .worker import run_point
 
             for p in points:
