@@ -207,6 +207,8 @@ def _verify(results_dir, n, tolerance_db, tolerance_saved, methods, scheduler, n
                           log=lambda line: click.echo(line, err=True))
     except ValueError as e:
         raise click.UsageError(str(e))
+    except RuntimeError as e:  # points lost to dead workers: one line, exit 1
+        raise click.ClickException(str(e))
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=1))
     else:

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from .analysis import capped_psnr, load_rows, setting_rows
+from .analysis import capped_psnr, load_rows, setting_key, setting_rows
 from .points import DENSE, SweepPoint, settings_label
 from .provenance import environment_difference
 
@@ -134,7 +134,7 @@ def verify_rows(results_dir: str | Path, n: int, *, psnr_tolerance_db: float = P
     groups = {k: rs for k, rs in setting_rows(rows).items() if methods is None or rs[0]["method"] in methods}
     refused = [r for r in rows if r.get("error") and (methods is None or r["point"]["method"] in methods)]
     for r in refused:  # a refused point is a setting too: its re-run must refuse again
-        groups.setdefault(json.dumps([r["point"]["method"], r["point"]["settings"]], sort_keys=True), []).append(r)
+        groups.setdefault(setting_key(r["point"]["method"], r["point"]["settings"]), []).append(r)
     pairs = choose_pairs(groups, n)
     chosen = {k: [r for r in rs if (r["point"]["prompt"], int(r["point"]["seed"])) in pairs] for k, rs in groups.items()}
     points = [SweepPoint.from_dict(r["point"]) for rs in chosen.values() for r in rs]
