@@ -1,4 +1,4 @@
-"""Faults of a results folder: a truncated row, a full disk, two sweeps on one folder.
+"""Faults of a results folder: a truncated row, a full disk, two sweeps on one folder, rows of another plan.
 
 Each is survived with nothing lost (the sweep recomputes exactly what is missing and the rows equal an
 uninterrupted run's) or refused in one line that names the file and the fix - never a traceback, never a
@@ -102,3 +102,38 @@ def test_the_lock_is_exclusive_within_one_process_too(tmp_path):
     t = time.monotonic()
     with sweep_lock(tmp_path):  # released on exit: taken again at once
         assert time.monotonic() - t < 5
+
+
+@pytest.mark.parametrize("other", [["--steps", "3"], ["--steps", "2", "--sampler", "consistency"],
+                                   ["--steps", "2", "--pipeline", "tiny"]],
+                         ids=["step count", "sampler", "model"])
+def test_a_folder_of_another_plan_is_refused_in_one_line_and_left_as_it_was(tmp_path, other):
+    dense = build_points("random-wan", ["tome"], 1, (0,), {"num_inference_steps": 2})[0]
+    run_point(dense.to_dict(), str(tmp_path))  # the folder holds a row of random-wan at 2 steps, Euler
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    args = ["--pipeline", "random-wan", "--methods", "tome", "--prompts", "1", "--results", str(tmp_path),
+            "--workloads", "none"]
+    res = CliRunner().invoke(compare, args + other)
+    assert res.exit_code == 2, res.output
+    line = " ".join(res.output.split())  # click wraps the usage error's line
+    assert f"{tmp_path} holds rows of another plan ({dense.key}.json: random-wan" in line
+    assert "give this sweep its own results folder" in line and "Traceback" not in res.output
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir() if f.name != LOCK_NAME} == \
+        {n: b for n, b in before.items() if n != LOCK_NAME}  # nothing computed, nothing overwritten
+
+
+def test_a_sweep_of_the_folder_s_own_plan_goes_on(tmp_path):
+    dense = build_points("random-wan", ["tome"], 1, (0,), {"num_inference_steps": 2})[0]
+    run_point(dense.to_dict(), str(tmp_path))
+    res = CliRunner().invoke(compare, ["--pipeline", "random-wan", "--methods", "tome", "--prompts", "1", "--steps",
+                                       "2", "--results", str(tmp_path), "--workloads", "none", "--json"])
+    assert res.exit_code == 0, res.output
+    assert "1 already done" in res.output and len(list(tmp_path.glob("*.json"))) > 1
+
+
+def test_one_sweep_mixing_plans_is_refused_before_it_computes(tmp_path):
+    mixed = points() + build_points("random-wan", ["tome"], 1, (0,), {**CALL, "num_inference_steps": 3},
+                                    {"tome": [{"ratio": 0.3}]})
+    with pytest.raises(ValueError, match="this sweep mixes 2 plans"):
+        run_sweep(mixed, tmp_path, n_workers=1, progress=False)
+    assert not list(tmp_path.glob("*.json"))

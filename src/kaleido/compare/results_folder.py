@@ -8,6 +8,10 @@ same rows twice (atomically, so no row is torn, but the work is doubled and the 
 :func:`sweep_lock` holds an exclusive ``flock`` on ``<folder>/.sweep.lock`` while a sweep runs; a second
 sweep on the folder is refused at once in one line naming the holder. The lock belongs to the open file, so
 a sweep that dies (killed, out of memory) releases it with its process: no stale lock is left to delete.
+
+A folder's tables compare each method with the dense rows beside it, so one folder holds one plan - one model
+(weights fingerprint), one set of call settings (step count, sampler, size): :func:`check_plan` refuses, in one
+line naming a row of the other plan, a sweep that would add rows of another plan to it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,46 @@ from pathlib import Path
 from typing import Iterator
 
 LOCK_NAME = ".sweep.lock"
+
+Plan = tuple[str, str, str]  #: ``(pipeline, weights fingerprint, call settings as sorted JSON)``
+
+
+def plan_of(point: dict) -> Plan:
+    """The plan a row's (or a sweep point's) ``point`` belongs to."""
+    return (point["pipeline"], str(point.get("model_id", "")), json.dumps(point.get("call") or {}, sort_keys=True))
+
+
+def describe_plan(plan: Plan) -> str:
+    pipeline, model_id, call = plan
+    return f"{pipeline} {call}" + (f" (weights {model_id})" if model_id else "")
+
+
+def folder_plans(folder: Path) -> dict[Plan, Path]:
+    """Each plan the finished rows in ``folder`` belong to, with one row file of it."""
+    plans: dict[Plan, Path] = {}
+    for f in sorted(Path(folder).glob("*.json")):
+        try:
+            point = json.loads(f.read_text())["point"]
+            plans.setdefault(plan_of(point), f)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a finished row: the sweep computes it again (:func:`row_done`)
+    return plans
+
+
+def check_plan(folder: Path, points: list[dict]) -> None:
+    """``ValueError`` (one line) when ``points`` or the rows already in ``folder`` span more than one plan."""
+    mine = {plan_of(p) for p in points}
+    if len(mine) > 1:
+        shown = "; ".join(describe_plan(p) for p in sorted(mine)[:2])
+        raise ValueError(f"this sweep mixes {len(mine)} plans ({shown}): sweep each model / step count / sampler "
+                         "into its own results folder")
+    if not mine:
+        return
+    for plan, row in folder_plans(folder).items():
+        if plan not in mine:
+            raise ValueError(f"{folder} holds rows of another plan ({row.name}: {describe_plan(plan)}), not this "
+                             f"sweep's ({describe_plan(next(iter(mine)))}): give this sweep its own results folder, "
+                             "or move those rows out")
 
 
 def row_done(path: Path) -> bool:

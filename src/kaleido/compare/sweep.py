@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .results_folder import row_done, sweep_lock
+from .results_folder import check_plan, row_done, sweep_lock
 from .points import DENSE, SweepPoint, settings_label
 from .worker import run_point
 
@@ -111,10 +111,12 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, scheduler: str 
     fails or whose worker dies is reported in ``failed``, not raised: the other points go on.  ``client``: a
     Dask client to use (and leave open) instead of one made from ``scheduler`` / ``n_workers`` for this call
     (:func:`open_client`).  One sweep at a time writes a folder (:func:`kaleido.compare.results_folder.sweep_lock`):
-    a second is refused with a ``ValueError``."""
+    a second is refused with a ``ValueError``, and so is a sweep whose plan (model, call settings) is not that of
+    the rows already there (:func:`kaleido.compare.results_folder.check_plan`)."""
     results = Path(results_dir)
     results.mkdir(parents=True, exist_ok=True)
     with sweep_lock(results):
+        check_plan(results, [p.to_dict() for p in points])
         return _run_sweep(points, results, scheduler, n_workers, progress, compute, client)
 
 

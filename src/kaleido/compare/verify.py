@@ -26,6 +26,7 @@ import numpy as np
 from .analysis import capped_psnr, load_rows, setting_key, setting_rows
 from .points import DENSE, SweepPoint, settings_label
 from .provenance import environment_difference
+from .results_folder import describe_plan, plan_of
 
 #: largest |PSNR drift| (dB) of a re-run row that still counts as reproduced: a tenth of the smallest PSNR
 #: difference the comparison's tables print
@@ -81,13 +82,11 @@ class VerifyReport:
 
 def _one_plan(rows: list[dict], results: Path) -> tuple[str, str, dict]:
     """The folder's single ``(pipeline, model_id, call)``; a folder mixing several is refused in one line."""
-    plans = {(r["point"]["pipeline"], r["point"].get("model_id", ""), json.dumps(r["point"].get("call") or {},
-                                                                                sort_keys=True))
-             for r in rows if "point" in r}
+    plans = {plan_of(r["point"]) for r in rows if "point" in r}
     if not plans:
         raise ValueError(f"{results} holds no result rows; run `kaleido compare --results {results}` first")
     if len(plans) > 1:
-        shown = "; ".join(f"{p} {m} {c}" for p, m, c in sorted(plans)[:3])
+        shown = "; ".join(describe_plan(p) for p in sorted(plans)[:3])
         raise ValueError(f"{results} mixes rows of {len(plans)} models / step counts / samplers ({shown}): verify "
                          "one sweep's folder at a time (move the other rows to their own folder)")
     pipeline, model_id, call = plans.pop()
