@@ -22,12 +22,12 @@ from importlib.resources import files
 import numpy as np
 
 from kaleido.hw.chip_presets import chip_preset
-from kaleido.hw.compute import dense_cycles
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.dispatcher import RowStats
-from kaleido.hw.profile import OpProfile, Profile
+from kaleido.hw.arch.compute import dense_cycles
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.arch.dispatcher import RowStats
+from kaleido.hw.inputs.profile import OpProfile, Profile
 from kaleido.hw.simulate import simulate, simulate_gemm
-from kaleido.hw.workloads import get_workload, workload_names
+from kaleido.hw.inputs.workloads import get_workload, workload_names
 from kaleido.reuse import ModeStats
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from kaleido.atomic import write_atomic
 from kaleido.hw.chip_presets import PRESETS, chip_preset
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.profile import OpProfile, Profile
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.inputs.profile import OpProfile, Profile
 from kaleido.hw.simulate import DESIGN_LEVEL, simulate
-from kaleido.hw.workloads import get_workload, workload_names
+from kaleido.hw.inputs.workloads import get_workload, workload_names
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = ROOT / "src" / "kaleido" / "assets" / "profiles" / "tiny_wan_default.json"

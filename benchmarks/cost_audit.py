@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.gpu import A100Config
-from kaleido.hw.profile import LINEAR_CHUNK, OpProfile, Profile
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.arch.gpu import A100Config
+from kaleido.hw.inputs.profile import LINEAR_CHUNK, OpProfile, Profile
 from kaleido.hw.simulate import simulate
-from kaleido.hw.workloads import Workload, get_workload
+from kaleido.hw.inputs.workloads import Workload, get_workload
 from kaleido.reuse import ModeStats
 
 ROOT = Path(__file__).resolve().parent.parent

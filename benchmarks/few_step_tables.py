@@ -90,7 +90,7 @@ def real_shape_saving(by_kind: dict, gemms) -> float:
 
 def analyse(rows: list[dict], retimed: dict | None = None) -> dict:
     from kaleido.compare.analysis import aggregate, ranking_at_quality
-    from kaleido.hw.workloads import get_workload
+    from kaleido.hw.inputs.workloads import get_workload
     from kaleido.tiny.pipeline import native_sampler
 
     gemms = get_workload(REAL_WORKLOAD).gemms

@@ -2,7 +2,7 @@
 
 The profile is the trace of one ``kaleido generate`` run of the shipped miniature pipeline with
 the default ``KaleidoConfig`` (the first evaluation prompt, seed 0), converted by the simulator's
-own adapter (``kaleido.hw.trace_adapter.profile_from_trace``).
+own adapter (``kaleido.hw.inputs.trace_adapter.profile_from_trace``).
 Pass the trace of the first run of the evaluation of ``docs/results/README.md``::
 
     python benchmarks/measured_profile.py out/eval_default/run-0/trace.safetensors
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kaleido.hw.trace_adapter import profile_from_trace
+from kaleido.hw.inputs.trace_adapter import profile_from_trace
 from kaleido.evaluation.generate import EVAL_PROMPTS
 from kaleido.trace import ReuseTrace
 

@@ -4,7 +4,7 @@
         [--json OUT.json] [--figure docs/hw/required_vs_measured.png]
 
 For every workload and scope (``all`` ops but P.V, ``attention`` q.k^T only;
-:mod:`kaleido.hw.requirements`), a SYNTHETIC uniform profile with FULL share ``f`` on a
+:mod:`kaleido.hw.outputs.requirements`), a SYNTHETIC uniform profile with FULL share ``f`` on a
 grid of 11 values (PARTIAL 0) is simulated on three machines:
 
 * the single 128x128 array (speedup over the dense array, in cycles, as
@@ -17,11 +17,11 @@ grid of 11 values (PARTIAL 0) is simulated on three machines:
 * the ``iso-power`` chip (400 W) - **6.6x over the A100** at iso-power.
 
 Each target's required share is the first grid crossing, interpolated
-(:func:`kaleido.hw.requirements.first_reaching`); "unreachable" gives the best the grid
+(:func:`kaleido.hw.outputs.requirements.first_reaching`); "unreachable" gives the best the grid
 reached.  The same sweep over the PARTIAL share (FULL 0, 4-bit differences, packed) gives
 the PARTIAL share each target needs.
 The measured shares are those of the shipped profile ``tiny_wan_default`` carried to the
-workload (:func:`kaleido.hw.requirements.measured_fractions`).  The figure is written
+workload (:func:`kaleido.hw.outputs.requirements.measured_fractions`).  The figure is written
 through ``kaleido.atomic``.
 """
 
@@ -37,10 +37,10 @@ import numpy as np
 
 from kaleido.atomic import open_atomic, write_atomic
 from kaleido.hw.chip_presets import chip_preset
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.profile import Profile
-from kaleido.hw.requirements import SCOPES, first_reaching, measured_fractions, uniform_profile
-from kaleido.hw.workloads import get_workload, workload_names
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.inputs.profile import Profile
+from kaleido.hw.outputs.requirements import SCOPES, first_reaching, measured_fractions, uniform_profile
+from kaleido.hw.inputs.workloads import get_workload, workload_names
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = ROOT / "src" / "kaleido" / "assets" / "profiles" / "tiny_wan_default.json"
@@ -55,7 +55,7 @@ TARGETS = ("5.9x over AdapTiV-class", "5.9x over EXION-class", "6.6x over A100, 
 def baseline_speedups(names: list[str]) -> dict[str, dict[str, float]]:
     """Replayed speedup over the dense array (cycles) of the AdapTiV- and EXION-class designs, per workload."""
     from kaleido.compare.analysis import aggregate, load_rows
-    from kaleido.hw.baseline_replay import BaselineProfile, replay
+    from kaleido.hw.designs.baseline_replay import BaselineProfile, replay
     from kaleido.report.accel import design_rows
 
     rows = load_rows(COMPARE)

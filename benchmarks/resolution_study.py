@@ -141,10 +141,10 @@ def summarise(rows: list[dict], keys=("psnr", "ssim", "self_qk", "self_attention
 
 
 def sim_figures(wl, trace) -> dict:
-    from kaleido.hw.config import ArrayConfig
-    from kaleido.simulation import array_low_bits
+    from kaleido.hw.arch.config import ArrayConfig
+    from kaleido.hw.run import array_low_bits
     from kaleido.hw.simulate import DESIGN_LEVEL, simulate
-    from kaleido.hw.trace_adapter import profile_from_trace
+    from kaleido.hw.inputs.trace_adapter import profile_from_trace
 
     prof, _ = profile_from_trace(trace, wl)
     s = simulate(wl, prof, ArrayConfig(low_bits=array_low_bits(prof)[0]), transfer=True).summary()
@@ -157,7 +157,7 @@ def sim_figures(wl, trace) -> dict:
 def carry_check(traces: dict[str, list], grids: dict[str, tuple], steps: int) -> dict:
     """The carry rule's error: 16x16 traces carried to the miniature at 24x24 against the 24x24 traces measured
     (same prompt and seed), and both carried to the published workloads."""
-    from kaleido.hw.workloads import get_workload, miniature_workload
+    from kaleido.hw.inputs.workloads import get_workload, miniature_workload
 
     lo, hi = list(traces)
     n = min(len(traces[lo]), len(traces[hi]))
@@ -184,7 +184,7 @@ def design_tables(pipeline: str, prompts: int, steps: int, results_dir: Path, gr
     from kaleido.compare.analysis import aggregate, load_rows
     from kaleido.compare.grids import build_points
     from kaleido.compare.sweep import run_sweep
-    from kaleido.hw.workloads import miniature_workload
+    from kaleido.hw.inputs.workloads import miniature_workload
     from kaleido.report.accel import design_rows, design_table, quality_by_method
 
     call = {"num_inference_steps": steps, **({"num_frames": frames} if frames else {})}

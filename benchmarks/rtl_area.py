@@ -13,11 +13,11 @@ stand-alone PEs: inside a small tile Yosys removes the adders of each chain's fi
 (its partial sum is 0) and narrows short chains, which a 128-row array does not allow, so
 the tile's per-PE figure is a cross-check, not the estimate. The dispatcher of the cost
 model's window (half the ifmap buffer of K = 128 rows) is the 64-token logic plus its
-next-pointer list as SRAM; the anchor store is the one :class:`kaleido.hw.kaleido_pe.AnchorPlan`
+next-pointer list as SRAM; the anchor store is the one :class:`kaleido.hw.arch.kaleido_pe.AnchorPlan`
 sizes for Wan 2.1's self-attention at 480p and 720p. Every synthesis prints its time.
 
 It also writes the figures the simulator prices area with, ``kaleido/assets/synthesis.json``
-(:func:`kaleido.hw.area.synthesis_figures`).
+(:func:`kaleido.hw.arch.area.synthesis_figures`).
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ import time
 import numpy as np
 
 from kaleido.atomic import write_atomic
-from kaleido.hw.area import (LOGIC_SOURCE, SRAM_SOURCE, SYNTHESIS_FILE, dense_array_area, iso_area_pes,
+from kaleido.hw.arch.area import (LOGIC_SOURCE, SRAM_SOURCE, SYNTHESIS_FILE, dense_array_area, iso_area_pes,
                              kaleido_array_area, logic_mm2, pointer_list_kib, psum_bits, sram_mm2,
                              synthesis_figures)
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.kaleido_pe import AnchorPlan
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.arch.kaleido_pe import AnchorPlan
 from kaleido.hw.simulate import window_rows
-from kaleido.rtl.dispatcher import Dispatcher
-from kaleido.rtl.pe import DensePE, KaleidoPE
-from kaleido.rtl.synth import synthesize_best
-from kaleido.rtl.tile import DenseTile, KaleidoTile
+from kaleido.hw.rtl.dispatcher import Dispatcher
+from kaleido.hw.rtl.pe import DensePE, KaleidoPE
+from kaleido.hw.rtl.synth import synthesize_best
+from kaleido.hw.rtl.tile import DenseTile, KaleidoTile
 
 
 def _groups(rows: int) -> tuple[int, int, int]:

@@ -24,23 +24,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (name, file under src/kaleido, text, replacement): each text occurs exactly once in its file
 MUTATIONS = [
-    ("hw: COMPUTE costs half a slot", "hw/kaleido_pe.py",
+    ("hw: COMPUTE costs half a slot", "hw/arch/kaleido_pe.py",
      "    if mode == PEMode.COMPUTE:\n        return 1.0", "    if mode == PEMode.COMPUTE:\n        return 0.5"),
-    ("hw: packed PARTIAL costs a whole slot", "hw/kaleido_pe.py",
+    ("hw: packed PARTIAL costs a whole slot", "hw/arch/kaleido_pe.py",
      "return 0.5 if packed_available else 1.0", "return 1.0"),
-    ("hw: FULL costs a slot", "hw/kaleido_pe.py",
+    ("hw: FULL costs a slot", "hw/arch/kaleido_pe.py",
      "        return 0.5\n    return 0.0", "        return 0.5\n    return 1.0"),
-    ("rtl: PARTIAL's low field not sign-extended", "rtl/pe.py",
+    ("rtl: PARTIAL's low field not sign-extended", "hw/rtl/pe.py",
      "Mux(is_partial | is_packed, Cat(lo, lo[lb - 1]), 0)", "Mux(is_partial | is_packed, Cat(lo, Const(0, 1)), 0)"),
-    ("rtl: single product onto the other lane", "rtl/pe.py",
+    ("rtl: single product onto the other lane", "hw/rtl/pe.py",
      "Mux(self.sel_in, 0, single)", "Mux(self.sel_in, single, 0)"),
-    ("rtl: packed high field dropped", "rtl/pe.py",
+    ("rtl: packed high field dropped", "hw/rtl/pe.py",
      "Mux(is_compute, a[lb:8], Mux(is_packed, hi_packed, 0))", "Mux(is_compute, a[lb:8], 0)"),
     # (PARTIAL through the 8-bit product path is an equivalent mutant: op_hi is 0 in PARTIAL, so p8 == p_lo)
-    ("rtl: PARTIAL product doubled", "rtl/pe.py",
+    ("rtl: PARTIAL product doubled", "hw/rtl/pe.py",
      "Mux(is_compute, p8, Mux(is_partial, p_lo, 0))", "Mux(is_compute, p8, Mux(is_partial, p_lo << 1, 0))"),
     # (FULL adding p8 or p_lo is an equivalent mutant too: both operand halves are already 0 in FULL)
-    ("rtl: FULL decoded as PARTIAL", "rtl/pe.py",
+    ("rtl: FULL decoded as PARTIAL", "hw/rtl/pe.py",
      "is_partial = mode == int(PEMode.PARTIAL)",
      "is_partial = (mode == int(PEMode.PARTIAL)) | (mode == int(PEMode.FULL))"),
 ]
@@ -57,7 +57,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # the behaviour tests only: the synthesis test would also fail on any RTL edit (its cell counts change)
     ap.add_argument("--only", default="", help="run the mutations whose name contains this text")
-    ap.add_argument("--tests", nargs="+", default=["tests/rtl/test_pe.py", "tests/rtl/test_tile_against_model.py"])
+    ap.add_argument("--tests", nargs="+", default=["tests/hw/rtl/test_pe.py", "tests/hw/rtl/test_tile_against_model.py"])
     a = ap.parse_args()
     survivors = 0
     with tempfile.TemporaryDirectory() as tmp:

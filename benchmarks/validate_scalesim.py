@@ -7,20 +7,20 @@ pinned there because v3.0.0 as published fails with numpy 2.4 inside
 process: ``--worker`` reads cases as JSON on stdin), and compares here::
 
     python benchmarks/validate_scalesim.py                       # install if needed, run, compare
-    python benchmarks/validate_scalesim.py --write-table tests/hw/data/scalesim_v3.json
-    python benchmarks/validate_scalesim.py --table tests/hw/data/scalesim_v3.json --markdown   # docs tables
+    python benchmarks/validate_scalesim.py --write-table tests/hw/arch/data/scalesim_v3.json
+    python benchmarks/validate_scalesim.py --table tests/hw/arch/data/scalesim_v3.json --markdown   # docs tables
 
 Cases: dense GEMMs (``Layer, M, N, K`` topology, ``-i gemm``; v3 also wants a layout
 file, passed as ``-l``) on small arrays -
 
 * ``CALC`` (``InterfaceBandwidth: CALC``, 64 KiB buffers): stall-free.  Compared with
-  :func:`kaleido.hw.compute.dense_cycles` and :func:`~kaleido.hw.compute.scalesim_sram_counts`
+  :func:`kaleido.hw.arch.compute.dense_cycles` and :func:`~kaleido.hw.arch.compute.scalesim_sram_counts`
   (``timing="scalesim_compat"``); they must be exact.
 * ``USER`` (``InterfaceBandwidth: USER``, ``bw`` words per cycle on each of the ifmap,
   filter and ofmap ports: v3.0.0 takes the ifmap / filter port widths from the
   ``[layout]`` section's ``*SRAMBankBandwidth`` and the ofmap one from ``Bandwidth``,
   so all three are set; 1 KiB ifmap / filter and 4 KiB (or 1 KiB) ofmap buffers, so
-  operands refill): compared with :func:`kaleido.hw.memory.bandwidth_stalls` in
+  operands refill): compared with :func:`kaleido.hw.arch.memory.bandwidth_stalls` in
   ``scalesim_compat`` timing (``model="scalesim_v3"``, v3's refill accounting), and,
   in the ``phys`` column, with its ``model="physical"`` double-buffer model on the
   same fold schedule (how far v3's re-fetches are from a plain double buffer).
@@ -29,7 +29,7 @@ Printed per case: total cycles (v3's ``Total Cycles``: compute + stalls, the fir
 buffer load excluded; its ``Total Cycles (incl. prefetch)`` goes to the table too),
 stall cycles, SRAM ifmap/filter reads and ofmap writes, DRAM ifmap/filter reads and
 ofmap writes, v3's and ours.  ``--write-table`` stores v3's raw outputs (with the
-version and the case list) for ``tests/hw/test_scalesim_reference.py``.
+version and the case list) for ``tests/hw/arch/test_scalesim_reference.py``.
 """
 
 from __future__ import annotations
@@ -171,9 +171,9 @@ def ensure_venv(venv: str) -> str:
 
 def ours(case: dict) -> dict:
     """Our model's figures for one case, in v3's report fields."""
-    from kaleido.hw.compute import dense_cycles, scalesim_sram_counts
-    from kaleido.hw.config import ArrayConfig, BufferConfig
-    from kaleido.hw.memory import bandwidth_stalls
+    from kaleido.hw.arch.compute import dense_cycles, scalesim_sram_counts
+    from kaleido.hw.arch.config import ArrayConfig, BufferConfig
+    from kaleido.hw.arch.memory import bandwidth_stalls
 
     bufs = BufferConfig(ifmap_kib=case["ikb"], filter_kib=case["fkb"], ofmap_kib=case["okb"])
     cfg = ArrayConfig(case["R"], case["C"], dataflow=case["df"], timing="scalesim_compat", buffers=bufs)

@@ -44,10 +44,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "trace": ("trace",),  # ReuseTrace: what a technique decided, in one format
     "models": ("models",),  # one adapter per diffusers family: GEMM sites, token grid, RoPE groups, attention plug
     "techniques": ("techniques",),  # Kaleido and every other technique, their registry and kaleido.apply / remove
-    "simulator": ("hw",),  # the accelerator simulator: consumes traces, mode maps and op counts
-    "rtl": ("rtl",),  # the accelerator as circuits (Amaranth HDL), checked against the core and the simulator
+    "simulator": ("hw",),  # the accelerator: consumes traces, mode maps and op counts; its circuits (hw.rtl)
     "evaluation": ("evaluation", "characterize", "calibration", "compare"),  # measurements over generations
-    "apps": ("simulation", "report"),  # what `kaleido simulate` runs; the HTML report from results
+    "apps": ("report",),  # the HTML report from results
     "cli": ("cli",),  # argument parsing, one library call, printing
     "package": (ROOT,),  # kaleido/__init__.py: lazy names only
 }
@@ -67,11 +66,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": {"files", "base", "sampling", "families", "core", "model"},  # the adapters never see a technique or a trace
     "techniques": set(_BELOW_EVALUATION) - {"techniques"},
     "simulator": {"files", "base", "families", "core", "trace"},  # never a model, a technique or diffusers
-    "rtl": {"files", "base", "families", "core", "trace", "simulator"},  # nothing above imports the circuits
     "evaluation": _BELOW_EVALUATION | {"evaluation", "simulator"},  # a row keeps its traces' simulator profiles
     "apps": _BELOW_EVALUATION | {"evaluation", "simulator"},
     "cli": _BELOW_EVALUATION | {"evaluation", "simulator", "apps"},
     "package": set(),
+}
+
+#: packages whose parts (sub-packages and modules) keep floors of their own, lowest first: a part imports only
+#: the parts of lower floors (and its own modules), never one beside or above it; every part is on a floor
+FLOORS: dict[str, tuple[str, ...]] = {
+    "kaleido.hw": ("inputs", "arch", "simulate", "designs", "chip_presets", "run", "outputs", "rtl"),
 }
 
 #: modules that are a unit of their own, though they live in another unit's folder (the trace was one,
@@ -80,7 +84,7 @@ UNIT_OF_MODULE: dict[str, str] = {}
 
 #: third-party top-level packages a layer must run without (it runs with no model loaded)
 NO_THIRD_PARTY: dict[str, tuple[str, ...]] = {
-    layer: ("diffusers", "transformers") for layer in ("files", "base", "families", "core", "trace", "simulator", "rtl")
+    layer: ("diffusers", "transformers") for layer in ("files", "base", "families", "core", "trace", "simulator")
 }
 
 #: imports against the layer direction that are still there: (importing module, imported module) -> why
@@ -260,6 +264,34 @@ def test_imports_follow_the_layers():
                 and (imp.source, imp.target) not in KNOWN_EXCEPTIONS:
             bad.append(f"{imp}: layer {a!r} may not import layer {b!r}")
     assert not bad, "imports against the layer direction (see docs/architecture.md):\n" + "\n".join(bad)
+
+
+def _part(package: str, module: str) -> str | None:
+    """The part of ``package`` that ``module`` is in (``None``: the package's ``__init__`` or outside it)."""
+    if not module.startswith(package + "."):
+        return None
+    return module[len(package) + 1:].split(".")[0]
+
+
+def test_every_part_of_a_floored_package_is_on_a_floor():
+    for package, floors in FLOORS.items():
+        parts = {_part(package, m) for m in modules()} - {None}
+        assert sorted(parts - set(floors)) == [], f"{package}: parts on no floor of FLOORS"
+        assert sorted(set(floors) - parts) == [], f"{package}: FLOORS names parts it no longer has"
+
+
+def test_imports_inside_a_package_point_down_its_floors():
+    bad = []
+    for package, floors in FLOORS.items():
+        for imp in scan()[0]:
+            a, b = _part(package, imp.source), _part(package, imp.target)
+            if a is None or b is None or a == b:
+                continue
+            if floors.index(b) > floors.index(a):
+                bad.append(f"{imp}: {package}.{a} may not import {package}.{b} (a floor above it)")
+            elif floors.index(b) == floors.index(a):  # pragma: no cover - one part a floor
+                bad.append(f"{imp}: {a} and {b} share a floor")
+    assert not bad, "imports against a package's floors (see docs/architecture.md):\n" + "\n".join(bad)
 
 
 def test_known_exceptions_still_occur():

@@ -38,7 +38,7 @@ def test_every_switch_controls_some_op_and_only_never_reused_kinds_have_none():
 
 
 def test_hw_names_are_the_simulators_workload_op_kinds():
-    from kaleido.hw.workloads import ATTENTION_KINDS, OP_KINDS, get_workload, workload_names
+    from kaleido.hw.inputs.workloads import ATTENTION_KINDS, OP_KINDS, get_workload, workload_names
 
     assert set(HW_KIND_OF.values()) == set(HW_OPS) == set(OP_KINDS)
     assert all(k.info.hw is None or k.info.hw in OP_KINDS for k in OpKind)
@@ -50,7 +50,7 @@ def test_hw_names_are_the_simulators_workload_op_kinds():
 
 
 def test_the_simulator_reads_the_reusable_trace_ops_only():
-    from kaleido.hw.trace_adapter import TRACE_OP_TO_KIND
+    from kaleido.hw.inputs.trace_adapter import TRACE_OP_TO_KIND
 
     assert set(TRACE_OP_TO_KIND) == set(SWITCH_OF)
     assert all(kind == OpKind(op).info.hw for op, kind in TRACE_OP_TO_KIND.items())

@@ -1,7 +1,7 @@
 """The op vocabulary: every GEMM kind of a vDiT block, named once.
 
 Trace records, :class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` switches, the baselines'
-MAC ledgers, the simulator's workloads (:mod:`kaleido.hw.workloads`) and the report
+MAC ledgers, the simulator's workloads (:mod:`kaleido.hw.inputs.workloads`) and the report
 all name a GEMM by an :class:`OpKind`; every other name of it is derived here:
 
 * ``OpKind.value``: the name in traces, configs' per-op statistics and ledgers

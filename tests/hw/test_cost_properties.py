@@ -21,12 +21,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.dispatcher import LEVELS, RowStats, dispatch
-from kaleido.hw.energy import EnergyTable
-from kaleido.hw.kaleido_pe import AnchorPlan
-from kaleido.hw.mapping import k_fold_pieces
-from kaleido.hw.profile import OpProfile, window_full_counts
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.arch.dispatcher import LEVELS, RowStats, dispatch
+from kaleido.hw.arch.energy import EnergyTable
+from kaleido.hw.arch.kaleido_pe import AnchorPlan
+from kaleido.hw.arch.mapping import k_fold_pieces
+from kaleido.hw.inputs.profile import OpProfile, window_full_counts
 from kaleido.hw.simulate import simulate_gemm, window_rows
 from kaleido.reuse import Mode, ModeStats
 

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.dispatcher import LEVELS, RowStats, dispatch, greedy_pairs, usage
-from kaleido.hw.energy import EnergyTable
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.arch.dispatcher import LEVELS, RowStats, dispatch, greedy_pairs, usage
+from kaleido.hw.arch.energy import EnergyTable
 from kaleido.hw.simulate import simulate_gemm
 from kaleido.reuse import Mode, ModeStats
 

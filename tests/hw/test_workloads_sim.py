@@ -5,12 +5,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kaleido.hw.config import ArrayConfig
-from kaleido.hw.energy import EnergyTable
-from kaleido.hw.gpu import A100Config, a100_gemm
-from kaleido.hw.profile import Profile
+from kaleido.hw.arch.config import ArrayConfig
+from kaleido.hw.arch.energy import EnergyTable
+from kaleido.hw.arch.gpu import A100Config, a100_gemm
+from kaleido.hw.inputs.profile import Profile
 from kaleido.hw.simulate import simulate
-from kaleido.hw.workloads import Gemm, get_workload
+from kaleido.hw.inputs.workloads import Gemm, get_workload
 
 
 def example():

@@ -3,7 +3,7 @@
 The declaration (:mod:`kaleido.families`) is what the simulator's workloads are built from; the adapter is what
 the techniques patch. Their op kinds are compared here on each family's tiny random transformer, independently of
 either: the adapter's sites are read off the live diffusers model, the declaration's GEMMs off its config.
-(``tests/hw/test_workload_gemms.py`` checks the declared GEMMs' shapes against the matmuls torch counts.)
+(``tests/hw/inputs/test_workload_gemms.py`` checks the declared GEMMs' shapes against the matmuls torch counts.)
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kaleido.families import FAMILIES, family_of_class
-from kaleido.hw.workloads import build_gemms, model_spec_from_config
+from kaleido.hw.inputs.workloads import build_gemms, model_spec_from_config
 from kaleido.models.adapter import adapter_for
 from kaleido.models.testing import TRANSFORMER_CASES
 from kaleido.ops import HW_KIND_OF

@@ -60,7 +60,7 @@ def test_accel_designs_use_the_measured_fractions(rows_dir):
 
     from kaleido.hw.designs import evaluate, get_design
     from kaleido.hw.designs.common import MeasuredSkips
-    from kaleido.hw.workloads import get_workload
+    from kaleido.hw.inputs.workloads import get_workload
 
     wl = get_workload("wan-1.3b-480p", steps=2)
     rows = [json.loads(f.read_text()) for f in rows_dir.glob("*.json")]

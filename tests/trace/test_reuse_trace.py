@@ -183,7 +183,7 @@ def test_truncated_other_model_bad_version(tmp_path, wan_trace):
 
 
 def test_hand_off_to_the_simulator(wan_trace):
-    from kaleido.hw.trace_adapter import profile_from_trace
+    from kaleido.hw.inputs.trace_adapter import profile_from_trace
 
     prof, _notes = profile_from_trace(wan_trace)
     assert prof.grid == (3, 4, 4)

@@ -2,7 +2,7 @@
 
 Reuse statistics (``--trace`` or ``--profile``) measured on another model or token grid than the
 workload's - the shipped ``tiny_wan_default`` profile and any trace of the miniature model, for every
-published workload - are carried to it by the documented carry-over rule (``kaleido.hw.profile``, docs/hardware.md §8),
+published workload - are carried to it by the documented carry-over rule (``kaleido.hw.inputs.profile``, docs/hardware.md §8),
 with one line on stderr saying so. ``--transfer`` is still accepted and changes nothing.
 """
 
@@ -54,8 +54,8 @@ from kaleido.cli._paths import output_folder
 def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, buffers, dram_gbps, static_w,
              chip_name, arrays, a100_precision, anchor_pricing, no_pairs, out, as_json):
     """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
-    from kaleido.hw.report import plot_all, print_report, write_csv, write_json
-    from kaleido.simulation import simulate_workloads
+    from kaleido.hw.outputs.report import plot_all, print_report, write_csv, write_json
+    from kaleido.hw.run import simulate_workloads
 
     try:
         run = simulate_workloads(workload, trace=trace, profile=profile, array=array, clock=clock, dataflow=dataflow,

@@ -4,9 +4,9 @@ A technique records what it decided in a :class:`~kaleido.trace.ReuseTrace` and 
 (``handle.simulator_traces()``); it never builds a simulator profile. The comparison turns each trace into the
 simulator's input through the simulator's one door per kind and keeps it in the row's report:
 
-* ``"kaleido"`` -> ``extra["hw_profile"]`` (:func:`kaleido.hw.trace_adapter.profile_from_trace`: the measured mode
+* ``"kaleido"`` -> ``extra["hw_profile"]`` (:func:`kaleido.hw.inputs.trace_adapter.profile_from_trace`: the measured mode
   statistics per op, what ``kaleido simulate --profile`` and the accelerator table read);
-* ``"accel"`` -> ``extra["accel_profile"]`` (:func:`kaleido.hw.baseline_replay.baseline_profile_from_trace`: an
+* ``"accel"`` -> ``extra["accel_profile"]`` (:func:`kaleido.hw.designs.baseline_replay.baseline_profile_from_trace`: an
   accelerator baseline's decisions, which its design in ``kaleido.hw.designs`` replays), with
   ``extra["accel_profile_notes"]`` when the conversion noted something.
 
@@ -25,7 +25,7 @@ def simulator_profile_extras(traces: Mapping[str, ReuseTrace]) -> dict:
     """``report.extra`` entries for ``traces`` (``handle.simulator_traces()``), as the module docstring says."""
     extra: dict = {}
     if "kaleido" in traces:
-        from kaleido.hw.trace_adapter import profile_from_trace
+        from kaleido.hw.inputs.trace_adapter import profile_from_trace
 
         try:
             profile, _notes = profile_from_trace(traces["kaleido"])
@@ -33,7 +33,7 @@ def simulator_profile_extras(traces: Mapping[str, ReuseTrace]) -> dict:
         except ValueError as e:
             extra["hw_profile_error"] = str(e)
     if "accel" in traces:
-        from kaleido.hw.baseline_replay import baseline_profile_from_trace
+        from kaleido.hw.designs.baseline_replay import baseline_profile_from_trace
 
         try:
             prof, notes = baseline_profile_from_trace(traces["accel"])

@@ -1,7 +1,7 @@
 """What each vDiT family is made of, with no model loaded: its GEMMs, the config keys that shape them, its
 published resolutions (:class:`~kaleido.families.shapes.FamilyShapes`, one module per family).
 
-The simulator builds its workloads from these declarations (:mod:`kaleido.hw.workloads`); each model adapter
+The simulator builds its workloads from these declarations (:mod:`kaleido.hw.inputs.workloads`); each model adapter
 names the declaration of its family (``ModelAdapter.shapes``, :mod:`kaleido.models`).  A new family is one
 module here and its line in :data:`FAMILIES`.
 """

@@ -7,7 +7,7 @@ rows are text tokens (always computed, SPEC §2).  ``op`` is the op kind the reu
 A :class:`FamilyShapes` is one family's declaration: which diffusers transformer class it is, what of that
 class's config decides its shape (:meth:`FamilyShapes.spec`), the GEMMs of one denoising run at a token grid
 (``FamilyShapes.gemms``) and its published resolutions.  The simulator's workloads
-(:mod:`kaleido.hw.workloads`) and the model adapters (:mod:`kaleido.models`) both read it; a test checks
+(:mod:`kaleido.hw.inputs.workloads`) and the model adapters (:mod:`kaleido.models`) both read it; a test checks
 each declaration against the matmuls torch counts on the family's diffusers transformer.
 """
 

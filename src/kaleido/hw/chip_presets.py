@@ -28,13 +28,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .chip import ChipConfig
-from .config import ArrayConfig
-from .dispatcher import RowStats
-from .energy import EnergyTable
-from .gpu import PEAK, A100Config
+from .arch.chip import ChipConfig
+from .arch.config import ArrayConfig
+from .arch.dispatcher import RowStats
+from .arch.energy import EnergyTable
+from .arch.gpu import PEAK, A100Config
 from .simulate import simulate_gemm
-from .workloads import get_workload, workload_names
+from .inputs.workloads import get_workload, workload_names
 
 PRESETS = ("iso-peak-int8", "iso-peak-bf16", "iso-power", "iso-memory")
 #: static power of one array as a share of its full-load dynamic power (assumption; range below)

@@ -15,19 +15,19 @@ import numpy as np
 
 from kaleido.reuse import Mode, ModeStats
 
-from .area import (ChipArea, SynthesisFigures, dense_array_area, iso_area_pes, kaleido_array_area, psum_bits,
+from .arch.area import (ChipArea, SynthesisFigures, dense_array_area, iso_area_pes, kaleido_array_area, psum_bits,
                    synthesis_figures)
-from .chip import ChipConfig, GemmSplit, split_gemm
-from .compute import dense_cycles, folded_cycles
-from .config import ArrayConfig
-from .dispatcher import LEVELS, RowStats, dispatch
-from .energy import ActionCounts, EnergyTable
-from .kaleido_pe import ANCHOR_BYTES_PER_ITEM, ANCHOR_PRICINGS, AnchorPlan
-from .mapping import k_fold_pieces
-from .gpu import A100Config, a100_gemm
-from .memory import dram_bytes, sram_bytes
-from .profile import Profile
-from .workloads import ATTENTION_KINDS, Gemm, Workload
+from .arch.chip import ChipConfig, GemmSplit, split_gemm
+from .arch.compute import dense_cycles, folded_cycles
+from .arch.config import ArrayConfig
+from .arch.dispatcher import LEVELS, RowStats, dispatch
+from .arch.energy import ActionCounts, EnergyTable
+from .arch.kaleido_pe import ANCHOR_BYTES_PER_ITEM, ANCHOR_PRICINGS, AnchorPlan
+from .arch.mapping import k_fold_pieces
+from .arch.gpu import A100Config, a100_gemm
+from .arch.memory import dram_bytes, sram_bytes
+from .inputs.profile import Profile
+from .inputs.workloads import ATTENTION_KINDS, Gemm, Workload
 
 DESIGN_LEVEL = "scheduler+matcher"
 
@@ -221,7 +221,7 @@ class SimResult:
 
         ``arrays``: compute time divided by that many arrays (perfect scaling) while
         the DRAM bandwidth stays that of the memory - the iso-peak shortcut.  On a chip
-        the cycles are the chip's (:mod:`kaleido.hw.chip`) and the DRAM is shared.
+        the cycles are the chip's (:mod:`kaleido.hw.arch.chip`) and the DRAM is shared.
         """
         return self.roofline_time_s([g.dense_cycles if which == "dense" else g.kaleido_cycles[which]
                                      for g in self.gemms], arrays)
@@ -471,20 +471,20 @@ def simulate(
     """Run ``wl`` with reuse statistics from ``profile`` (``None``: everything dense).
 
     ``anchor_pricing``: where FULL/PARTIAL reference partials are read from
-    (:data:`kaleido.hw.kaleido_pe.ANCHOR_PRICINGS`; ``mapped`` derives it from the
+    (:data:`kaleido.hw.arch.kaleido_pe.ANCHOR_PRICINGS`; ``mapped`` derives it from the
     stream order and the groups' reuse axes).  ``complementary``: whether the WS
     matcher may pair tokens with complementary groups (splitting partial-sum chains).
     ``chip``: run on a chip of ``chip.arrays`` copies of ``chip.array`` sharing one DRAM,
-    each GEMM split across them by :func:`kaleido.hw.chip.split_gemm` (``cfg`` must
+    each GEMM split across them by :func:`kaleido.hw.arch.chip.split_gemm` (``cfg`` must
     then be ``None`` or ``chip.array``); "dense array" figures are then the same chip
     running dense.  ``ChipConfig(1, cfg)`` gives the single array's figures exactly.
     ``synthesis``: the PE and dispatcher sizes area is priced with (default: the shipped
-    :func:`kaleido.hw.area.synthesis_figures`); area is one array's, and the iso-area
+    :func:`kaleido.hw.arch.area.synthesis_figures`); area is one array's, and the iso-area
     dense array is computed for a single array (or a one-array chip) only.
     """
     if chip is not None:
         if not isinstance(chip, ChipConfig):
-            raise ValueError(f"chip must be a kaleido.hw.chip.ChipConfig, got {type(chip).__name__}")
+            raise ValueError(f"chip must be a kaleido.hw.arch.chip.ChipConfig, got {type(chip).__name__}")
         if cfg is not None and cfg != chip.array:
             raise ValueError("simulate: cfg and chip.array differ; pass the array only inside the ChipConfig")
         cfg = chip.array

@@ -10,7 +10,7 @@ and priced by its ``price`` (:func:`kaleido.hw.designs.evaluate`):
 * the designs that replay another technique's trace (**AdapTiV / EXION / Cambricon-D-class**,
   :func:`kaleido.hw.designs.replayed_designs`): the trace each algorithm recorded while it ran on the
   miniature pipeline (``report.extra["accel_profile"]`` of its rows), replayed by
-  :func:`kaleido.hw.baseline_replay.count_replay` with the design's utilisation costs (``replay_cost``);
+  :func:`kaleido.hw.designs.baseline_replay.count_replay` with the design's utilisation costs (``replay_cost``);
   each row says so (``replayed``), lists every input with its origin (``inputs``: MEASURED / paper /
   ASSUMED) and gives the ideal model's figure as ``upper_bound_speedup_vs_dense``.  A row recorded before
   traces existed falls back to the ideal per-op-fraction model and is labelled UPPER BOUND.
@@ -33,7 +33,7 @@ BASELINE_DESIGNS = tuple((d.method, d, d.count) for d in replayed_designs())
 
 
 def _profile(d: dict, wl):
-    from kaleido.hw.profile import Profile
+    from kaleido.hw.inputs.profile import Profile
 
     prof = Profile.from_dict(d)
     missing = [k for k in wl.op_kinds() if k not in prof.ops]
@@ -50,8 +50,8 @@ def synthetic_profile_path() -> Path:
 
 def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workload, steps: int | None = None,
                  quality: dict[str, tuple[float, int]] | None = None) -> dict:
-    """All designs on ``workload`` (a published workload's name, or a :class:`~kaleido.hw.workloads.Workload` such
-    as :func:`~kaleido.hw.workloads.miniature_workload`); ``baseline_rows``: method -> one sweep row (its
+    """All designs on ``workload`` (a published workload's name, or a :class:`~kaleido.hw.inputs.workloads.Workload` such
+    as :func:`~kaleido.hw.inputs.workloads.miniature_workload`); ``baseline_rows``: method -> one sweep row (its
     representative setting).
 
     ``quality``: method -> (mean PSNR, runs) of that setting over every prompt and seed
@@ -60,9 +60,9 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
     """
     import json
 
-    from kaleido.hw.config import ArrayConfig
-    from kaleido.hw.energy import EnergyTable
-    from kaleido.hw.workloads import get_workload
+    from kaleido.hw.arch.config import ArrayConfig
+    from kaleido.hw.arch.energy import EnergyTable
+    from kaleido.hw.inputs.workloads import get_workload
 
     wl = get_workload(workload, steps=steps) if isinstance(workload, str) else workload
     notes = []
@@ -126,7 +126,7 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
 def _baseline(design, row: dict, wl, cfg, energy) -> dict:
     """One accelerator baseline's table row: its recorded trace replayed (see the module docstring), or the ideal
     model over the row's MAC shares when the row carries no trace (UPPER BOUND)."""
-    from kaleido.hw.baseline_replay import BaselineProfile
+    from kaleido.hw.designs.baseline_replay import BaselineProfile
 
     method = design.method
     pes = cfg.rows * cfg.cols
@@ -209,7 +209,7 @@ def accel_tables(rows, aggs, workloads: str, min_psnr: float | None = None) -> t
     An unknown workload name is a ``ValueError``."""
     if workloads.strip().lower() == "none":
         return [], None
-    from kaleido.hw.workloads import workload_names
+    from kaleido.hw.inputs.workloads import workload_names
 
     names = [w.strip() for w in workloads.split(",") if w.strip()]
     unknown = [w for w in names if w not in workload_names()]

@@ -25,7 +25,7 @@ provider; :mod:`.base`): ``handle.accel_trace()``
 returns the :class:`~kaleido.trace.ReuseTrace` (``meta["method"]`` set,
 one :class:`~kaleido.trace.MethodDecision` per record), and
 ``handle.report().extra["accel_profile"]`` carries it in the simulator's
-:class:`~kaleido.hw.baseline_replay.BaselineProfile` form.
+:class:`~kaleido.hw.designs.baseline_replay.BaselineProfile` form.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def attach_recorder(handle: MethodHandle) -> AccelTraceRecorder:
 
     Registers the recorder as ``handle``'s trace provider (``handle.accel_trace()``, and ``"accel"`` in
     ``handle.simulator_traces()``, which the comparison turns into the replay's profile through the simulator's
-    one door, :func:`kaleido.hw.baseline_replay.baseline_profile_from_trace`).
+    one door, :func:`kaleido.hw.designs.baseline_replay.baseline_profile_from_trace`).
     """
     rec = AccelTraceRecorder(handle)
     handle.register_trace_provider(RECORDER, rec.trace)

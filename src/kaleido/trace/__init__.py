@@ -8,7 +8,7 @@
 * :mod:`~kaleido.trace.reuse_trace`: :class:`ReuseTrace`, records plus metadata.
 
 A layer of its own below the runtime: it imports neither diffusers, the runtime (``kaleido.techniques.kaleido_reuse``) nor the
-simulator. The simulator's profile of a trace: :func:`kaleido.hw.trace_adapter.profile_from_trace`.
+simulator. The simulator's profile of a trace: :func:`kaleido.hw.inputs.trace_adapter.profile_from_trace`.
 """
 
 from .counting import counts_on_device, dense_counts

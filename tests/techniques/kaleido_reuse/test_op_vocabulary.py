@@ -33,8 +33,8 @@ def test_every_recorded_op_is_an_op_kind(case):
 
 
 def test_wan_records_its_text_side_kv_projections_as_cross_proj_kv(wan_model):
-    from kaleido.hw.trace_adapter import profile_from_trace
-    from kaleido.hw.workloads import get_workload
+    from kaleido.hw.inputs.trace_adapter import profile_from_trace
+    from kaleido.hw.inputs.workloads import get_workload
 
     inputs = dict(hidden_states=torch.randn(1, 4, 3, 8, 8, generator=torch.Generator().manual_seed(0)),
                   timestep=torch.full((1,), 500.0), encoder_hidden_states=torch.randn(1, 7, 16), return_dict=False)

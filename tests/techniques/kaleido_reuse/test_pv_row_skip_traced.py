@@ -5,7 +5,7 @@ simulator costs the skip from q.k^T's patterns without a P.V decision unit."""
 import torch
 
 import kaleido
-from kaleido.hw.trace_adapter import profile_from_trace
+from kaleido.hw.inputs.trace_adapter import profile_from_trace
 from kaleido.techniques.kaleido_reuse import KaleidoConfig
 from kaleido.trace import ReuseTrace
 

@@ -6,13 +6,13 @@ statistics of its technique into action counts (``count``), and an energy table 
 
 * :mod:`.dense` - the dense systolic array (no statistics);
 * :mod:`.a100` - the NVIDIA A100 roofline (no statistics; priced at its board power);
-* :mod:`.kaleido` - Kaleido's reconfigurable PEs and dispatcher (a reuse :class:`~kaleido.hw.profile.Profile`);
+* :mod:`.kaleido` - Kaleido's reconfigurable PEs and dispatcher (a reuse :class:`~kaleido.hw.inputs.profile.Profile`);
 * :mod:`.adaptiv`, :mod:`.exion`, :mod:`.cambricon_d` - the AdapTiV-, EXION- and Cambricon-D-class
   designs (their technique's recorded trace, replayed; :mod:`.common` holds what they share).
 
 :data:`DESIGNS` is built here, once, in table order; the accelerator table
-(:mod:`kaleido.report.accel`), ``kaleido simulate`` (:mod:`kaleido.simulation`) and the trace replay
-(:mod:`kaleido.hw.baseline_replay`) read it.  A new design is one module here and its entry in
+(:mod:`kaleido.report.accel`), ``kaleido simulate`` (:mod:`kaleido.hw.run`) and the trace replay
+(:mod:`kaleido.hw.designs.baseline_replay`) read it.  A new design is one module here and its entry in
 :data:`_BUILT_IN` (or a :func:`register_design` call).  The algorithms that produce the baselines'
 statistics are in :mod:`kaleido.techniques.catalog`; this package never imports them (the simulator is the
 lower layer).

@@ -1,4 +1,4 @@
-"""The NVIDIA A100 roofline (:mod:`kaleido.hw.gpu`, docs/hardware.md section 6).
+"""The NVIDIA A100 roofline (:mod:`kaleido.hw.arch.gpu`, docs/hardware.md section 6).
 
 Counts: the seconds of every GEMM at its roofline (``max(flops / (peak x efficiency), HBM bytes /
 bandwidth)``, fused attention).  Its energy table is its board power (400 W, an upper bound), priced
@@ -27,8 +27,8 @@ class A100:
     })
 
     def count(self, workload, stats=None, cfg=None, *, a100=None) -> DesignCounts:
-        """``stats`` and ``cfg`` are ignored; ``a100``: an :class:`~kaleido.hw.gpu.A100Config` (default: bf16)."""
-        from ..gpu import A100Config, a100_gemm_seconds
+        """``stats`` and ``cfg`` are ignored; ``a100``: an :class:`~kaleido.hw.arch.gpu.A100Config` (default: bf16)."""
+        from ..arch.gpu import A100Config, a100_gemm_seconds
 
         a = a100 or A100Config()
         t = sum(a100_gemm_seconds(g, a) for g in workload.gemms)
@@ -37,7 +37,7 @@ class A100:
                             source=f"roofline, {a.precision}, efficiency {a.attention_efficiency}", detail=a)
 
     def price(self, counts: DesignCounts, energy=None) -> dict[str, float]:
-        """The board power (``counts.detail``, the :class:`~kaleido.hw.gpu.A100Config` it was counted with) over
+        """The board power (``counts.detail``, the :class:`~kaleido.hw.arch.gpu.A100Config` it was counted with) over
         the run; ``energy`` (the array's table) does not apply."""
         return {"board": counts.detail.power_w * counts.time_s * 1e12}
 

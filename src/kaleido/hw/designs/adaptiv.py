@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
-from ..compute import dense_cycles
-from ..memory import dram_bytes
-from ..workloads import Gemm
+from ..arch.compute import dense_cycles
+from ..arch.memory import dram_bytes
+from ..inputs.workloads import Gemm
 from .common import SIDE_SOURCE, GemmCost, ceil_frac, side_cycles
 from .replay import ReplayedDesign
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from ..compute import dense_cycles
+from ..arch.compute import dense_cycles
 from .common import GemmCost, ceil_frac
 from .replay import ReplayedDesign
 

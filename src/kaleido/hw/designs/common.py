@@ -1,17 +1,17 @@
 """Shared machinery of the accelerator-baseline designs (AdapTiV, EXION, Cambricon-D).
 
-Each design runs a published workload (:mod:`kaleido.hw.workloads`) on the same
-128x128 int8 systolic array as Kaleido (same :class:`~kaleido.hw.config.ArrayConfig`,
-same fold/fill/drain cycle model :func:`kaleido.hw.compute.dense_cycles`), with the work
+Each design runs a published workload (:mod:`kaleido.hw.inputs.workloads`) on the same
+128x128 int8 systolic array as Kaleido (same :class:`~kaleido.hw.arch.config.ArrayConfig`,
+same fold/fill/drain cycle model :func:`kaleido.hw.arch.compute.dense_cycles`), with the work
 that its algorithm leaves.  How much work is left is never typed in: it comes from the
-trace its algorithm recorded (:class:`~kaleido.hw.baseline_replay.BaselineProfile`, replayed
+trace its algorithm recorded (:class:`~kaleido.hw.designs.baseline_replay.BaselineProfile`, replayed
 per recorded step and layer with the design's utilisation model, ``replay_cost``) or, for
 sweep rows recorded before baselines wrote traces, from :class:`MeasuredSkips` - the
 per-op-kind MAC shares of the row's ``report`` - under the *ideal* model (``gemm_cost``, no
 utilisation costs: the replay's upper bound, :func:`ideal_counts`).  Their base class,
 :class:`~.replay.ReplayedDesign` (:mod:`.replay`), takes either statistics and returns action
 counts (MACs by width, DRAM bytes, side-unit operations); energy is priced from them by the
-simulator's cited :class:`~kaleido.hw.energy.EnergyTable`, as for every design
+simulator's cited :class:`~kaleido.hw.arch.energy.EnergyTable`, as for every design
 (:mod:`kaleido.hw.designs.protocol`).  The ideal path counts MACs only (memory left out
 for every design alike in the accelerator table).
 """
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 from kaleido.ops import BLOCK_OPS, HW_KIND_OF
 
-from ..compute import dense_cycles
-from ..config import ArrayConfig
-from ..energy import ActionCounts
-from ..memory import dram_bytes
-from ..workloads import Gemm
+from ..arch.compute import dense_cycles
+from ..arch.config import ArrayConfig
+from ..arch.energy import ActionCounts
+from ..arch.memory import dram_bytes
+from ..inputs.workloads import Gemm
 from .protocol import DesignCounts, buffer_kib
 
 #: the baselines' ledger op kinds -> the simulator's workload op kinds
@@ -105,7 +105,7 @@ def ceil_frac(n: int, f: float) -> int:
     return 0 if f <= 0 else max(1, math.ceil(n * f - 1e-9))
 
 
-# -- the replay's per-GEMM costs (kaleido.hw.baseline_replay) ------------------------------
+# -- the replay's per-GEMM costs (kaleido.hw.designs.baseline_replay) ------------------------------
 @dataclass
 class GemmCost:
     """One GEMM instance on one design.  ``overheads`` (cycles) are included in ``cycles``."""

@@ -20,7 +20,7 @@ class DenseArray(ArrayDesign):
                                "MODELLED: SCALE-Sim v2 / v3.0.0 compatible (docs/hardware.md section 1)"})
 
     def count(self, workload, stats=None, cfg=None, *, chip=None) -> DesignCounts:
-        """``stats`` is ignored (a dense array needs none); ``chip``: a :class:`~kaleido.hw.chip.ChipConfig` (``cfg``
+        """``stats`` is ignored (a dense array needs none); ``chip``: a :class:`~kaleido.hw.arch.chip.ChipConfig` (``cfg``
         then ``None`` or ``chip.array``)."""
         from ..simulate import simulate
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from ..compute import dense_cycles
-from ..memory import dram_bytes
-from ..workloads import Gemm
+from ..arch.compute import dense_cycles
+from ..arch.memory import dram_bytes
+from ..inputs.workloads import Gemm
 from .common import SIDE_SOURCE, GemmCost, ceil_frac, side_cycles
 from .replay import ReplayedDesign
 

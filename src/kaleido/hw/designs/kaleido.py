@@ -4,7 +4,7 @@ Counting is :func:`kaleido.hw.simulate.simulate` (every GEMM at each dispatcher 
 reference and the A100 roofline alongside); this design reads the scheduler + matcher level from it and
 keeps the whole :class:`~kaleido.hw.simulate.SimResult` as ``detail`` for the figures only it has
 (utilisation at each dispatcher level, the A100 comparisons, per-op tables).  Statistics: a
-:class:`~kaleido.hw.profile.Profile` (from a Kaleido trace, :mod:`kaleido.hw.trace_adapter`, or a shipped
+:class:`~kaleido.hw.inputs.profile.Profile` (from a Kaleido trace, :mod:`kaleido.hw.inputs.trace_adapter`, or a shipped
 profile), or ``None`` (no reuse: equal to the dense array).
 """
 

@@ -2,12 +2,12 @@
 
 A :class:`Design` turns a workload and the statistics of the technique it accelerates (a profile, a
 replayed trace, or nothing) into *action counts* - :meth:`Design.count` -> :class:`DesignCounts`: cycles,
-run time, and how often each action happened (:class:`~kaleido.hw.energy.ActionCounts`).  An energy table
+run time, and how often each action happened (:class:`~kaleido.hw.arch.energy.ActionCounts`).  An energy table
 then prices those counts - :meth:`Design.price` -> pJ by component.  Counting never sees an energy and
 pricing never sees the workload; :func:`evaluate` does both and returns a :class:`DesignResult`.
 
 Designs on the simulated array (the dense array, Kaleido, the AdapTiV- / EXION- / Cambricon-D-class
-designs) all price through :meth:`kaleido.hw.energy.EnergyTable.price` (:class:`ArrayDesign`); the A100
+designs) all price through :meth:`kaleido.hw.arch.energy.EnergyTable.price` (:class:`ArrayDesign`); the A100
 roofline prices its run time at its board power.  Every design is registered once, in
 :data:`kaleido.hw.designs.DESIGNS`.
 """
@@ -18,23 +18,23 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, runtime_checkable
 
-from ..figures import ArrayFigures
+from .figures import ArrayFigures
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import ArrayConfig
-    from ..energy import ActionCounts, EnergyTable
-    from ..workloads import Workload
+    from ..arch.config import ArrayConfig
+    from ..arch.energy import ActionCounts, EnergyTable
+    from ..inputs.workloads import Workload
 
 
 @dataclass
 class DesignCounts(ArrayFigures):
     """What one design did on one workload: cycles, time and counted actions, no energy.
 
-    ``actions``: one :class:`~kaleido.hw.energy.ActionCounts` per PARTIAL multiplier width (an
+    ``actions``: one :class:`~kaleido.hw.arch.energy.ActionCounts` per PARTIAL multiplier width (an
     ``ActionCounts`` holds one width; empty for a design not on the array).  ``buffer_kib``, ``clock_ghz``
     and ``arrays`` are what pricing needs of the array (SRAM energy per byte by buffer size, static
     power over the run).  ``detail``: the design's own full result (e.g. Kaleido's
-    :class:`~kaleido.hw.simulate.SimResult`, a baseline's :class:`~kaleido.hw.baseline_replay.ReplayResult`)
+    :class:`~kaleido.hw.simulate.SimResult`, a baseline's :class:`~kaleido.hw.designs.baseline_replay.ReplayResult`)
     for the figures only it has.
     """
 
@@ -125,14 +125,14 @@ class ArrayDesign:
 
 
 def buffer_kib(cfg: "ArrayConfig") -> dict[str, float]:
-    """The array's buffer sizes by name, as :meth:`~kaleido.hw.energy.EnergyTable.energy_pj` takes them."""
+    """The array's buffer sizes by name, as :meth:`~kaleido.hw.arch.energy.EnergyTable.energy_pj` takes them."""
     return {n: getattr(cfg.buffers, f"{n}_kib") for n in ("ifmap", "filter", "ofmap")}
 
 
 def evaluate(design: Design, workload: "Workload", stats: Any = None, cfg: "ArrayConfig | None" = None,
              energy: "EnergyTable | None" = None, **options: Any) -> DesignResult:
     """Count ``workload`` on ``design`` and price the counts with ``energy`` (default: the cited 16 nm table)."""
-    from ..energy import EnergyTable
+    from ..arch.energy import EnergyTable
 
     counts = design.count(workload, stats, cfg, **options)
     return DesignResult(counts, design.price(counts, energy or EnergyTable()))

@@ -2,13 +2,13 @@
 
 :class:`ReplayedDesign` is the base of the AdapTiV-, EXION- and Cambricon-D-class designs.  Its
 :meth:`~ReplayedDesign.count` takes either statistics a baseline has: the trace its algorithm recorded
-(a :class:`~kaleido.hw.baseline_replay.BaselineProfile`: per op kind, recorded step and layer, a
+(a :class:`~kaleido.hw.designs.baseline_replay.BaselineProfile`: per op kind, recorded step and layer, a
 :class:`Cell` of shares), replayed by :func:`count_replay` with the design's utilisation model
 (``replay_cost``) and, as the upper bound, its ideal model (``gemm_cost``); or, for a sweep row recorded
 without a trace, :class:`~.common.MeasuredSkips` under the ideal model alone
 (:func:`~.common.ideal_counts`).  Either way it returns action counts - MACs at 8 bits (the decision
 work's 8-bit-equivalent MACs among them) and at each low-bit width, DRAM bytes, side-unit int8
-operations - which the cited :class:`~kaleido.hw.energy.EnergyTable` prices (:meth:`ArrayDesign.price`).
+operations - which the cited :class:`~kaleido.hw.arch.energy.EnergyTable` prices (:meth:`ArrayDesign.price`).
 
 Workload step ``s`` of ``S`` reads recorded step ``floor(s*(P-1)/(S-1) + 1/2)``; each workload GEMM is
 costed once per recorded layer and averaged; time per GEMM is ``max(compute, DRAM)``.
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..baseline_profile import BaselineProfile, Cell  # noqa: F401  (Cell: the replay's input cells)
-from ..config import ArrayConfig
-from ..energy import ActionCounts
-from ..figures import ArrayFigures
-from ..workloads import Gemm, Workload
+from ..inputs.baseline_profile import BaselineProfile, Cell  # noqa: F401  (Cell: the replay's input cells)
+from ..arch.config import ArrayConfig
+from ..arch.energy import ActionCounts
+from .figures import ArrayFigures
+from ..inputs.workloads import Gemm, Workload
 from .common import GemmCost, MeasuredSkips, OpFractions, dense_cost, ideal_counts
 from .protocol import ArrayDesign, DesignCounts, buffer_kib
 
@@ -40,7 +40,7 @@ class ReplayedDesign(ArrayDesign):
         raise NotImplementedError
 
     def count(self, workload, stats=None, cfg=None) -> DesignCounts:
-        """``stats``: the :class:`~kaleido.hw.baseline_replay.BaselineProfile` of this design's method (replayed
+        """``stats``: the :class:`~kaleido.hw.designs.baseline_replay.BaselineProfile` of this design's method (replayed
         with utilisation costs), or :class:`~.common.MeasuredSkips` (the ideal model, an upper bound)."""
         if isinstance(stats, MeasuredSkips):
             return ideal_counts(self, workload, stats, cfg)
@@ -56,7 +56,7 @@ class ReplayedDesign(ArrayDesign):
 class ReplayResult(ArrayFigures):
     """One baseline design on one workload, replayed from its trace.
 
-    ``actions``: the counted actions, one :class:`~kaleido.hw.energy.ActionCounts` per low-bit width;
+    ``actions``: the counted actions, one :class:`~kaleido.hw.arch.energy.ActionCounts` per low-bit width;
     ``energy_pj``: their energy by component once priced (:func:`replay`; empty from :func:`count_replay`).
     """
 
