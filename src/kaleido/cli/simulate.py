@@ -3,7 +3,9 @@
 Reuse statistics (``--trace`` or ``--profile``) measured on another model or token grid than the
 workload's - the shipped ``tiny_wan_default`` profile and any trace of the miniature model, for every
 published workload - are carried to it by the documented carry-over rule (``kaleido.hw.inputs.profile``, docs/hardware.md §8),
-with one line on stderr saying so. ``--transfer`` is still accepted and changes nothing.
+with one line on stderr saying so. ``--transfer`` is still accepted and changes nothing. A trace (or profile)
+of an accelerator baseline's decisions - AdapTiV, EXION, Cambricon-D - is replayed by that baseline's design
+on the array instead, as the comparison's accelerator table does.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kaleido.cli._paths import output_folder
 @click.command("simulate")
 @click.option("--workload", "-w", required=True,
               help="model-resolution, e.g. hunyuan-720p; comma-separated list, or 'all'.")
-@click.option("--trace", "trace", type=click.Path(dir_okay=False), help="a ReuseTrace (.safetensors) for the reuse statistics.")
+@click.option("--trace", "trace", type=click.Path(dir_okay=False), help="a ReuseTrace (.safetensors): Kaleido's (its reuse statistics) or an accelerator baseline's (replayed by its design).")
 @click.option("--profile", "profile", help="a profile JSON for the reuse statistics, or a shipped one: 'tiny_wan_default' (measured on the "
                    "shipped miniature Wan pipeline), 'example' (synthetic).")
 @click.option("--transfer", is_flag=True, hidden=True,
@@ -53,8 +55,8 @@ from kaleido.cli._paths import output_folder
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables.")
 def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing, steps, buffers, dram_gbps, static_w,
              chip_name, arrays, a100_precision, anchor_pricing, no_pairs, out, as_json):
-    """Cycles, time, utilisation and energy of a vDiT run on Kaleido vs a dense array and an A100."""
-    from kaleido.hw.outputs.report import plot_all, print_report, write_csv, write_json
+    """Cycles, time, utilisation and energy of a vDiT run on Kaleido (or a replayed baseline) vs a dense array."""
+    from kaleido.hw.outputs.report import plot_all, print_replay, print_report, write_csv, write_json, write_replay_json
     from kaleido.hw.run import simulate_workloads
 
     try:
@@ -64,6 +66,21 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
                                  anchor_pricing=anchor_pricing, complementary=not no_pairs)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    if run.carry_message() and not as_json and run.replays:
+        click.echo(run.carry_message(), err=True)
+    if run.replays:
+        pes = run.pes
+        if as_json:
+            click.echo(json.dumps({n: r.to_dict(pes) for n, r in run.replays.items()}, indent=1, default=float))
+        else:
+            for r in run.replays.values():
+                print_replay(r, pes)
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            write_replay_json(run.replays, pes, Path(out) / "result.json")
+            if not as_json:
+                click.echo(f"wrote {Path(out) / 'result.json'}")
+        return
     results = run.results
     if run.carry_message() and not as_json:  # with --json the carry is in each result's "notes"
         click.echo(run.carry_message(), err=True)

@@ -1,10 +1,14 @@
 """What ``kaleido simulate`` runs, as a library call: reuse statistics from a trace, a profile file or a shipped
-profile; one array (or a chip of several) built from the command's options; the registered Kaleido design
-(``kaleido.hw.designs.get_design("kaleido")``, which reports its dense reference and the A100 alongside) counted on
-each workload and priced with the run's energy table.
+profile, through the one door of :mod:`kaleido.hw.inputs.from_trace`; one array (or a chip of several) built from
+the command's options; the design the statistics belong to counted on each workload and priced with the run's
+energy table - Kaleido's (``kaleido.hw.designs.get_design("kaleido")``, which reports its dense reference and the
+A100 alongside) for Kaleido's statistics, or the baseline design that replays a recorded AdapTiV / EXION /
+Cambricon-D trace (:func:`kaleido.hw.designs.baseline_replay.replay`, the same call the comparison's accelerator
+table makes).
 
-:func:`simulate_workloads` returns a :class:`SimulationRun` (results by workload name, the notes every result
-carries, and which workloads the statistics were carried to by the documented rule, docs/hardware.md §8).
+:func:`simulate_workloads` returns a :class:`SimulationRun` (results by workload name - ``results`` for Kaleido,
+``replays`` for a baseline - the notes every result carries, and which workloads the statistics were carried to
+by the documented rule, docs/hardware.md §8).
 Every problem a user can cause is a ``ValueError`` with one line naming it and the fix.
 """
 
@@ -12,6 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .inputs.baseline_profile import BaselineProfile
+from .inputs.profile import Profile
 
 
 def shipped_profiles() -> dict[str, str]:
@@ -25,8 +32,9 @@ def shipped_profiles() -> dict[str, str]:
 
 
 def load_stats_source(trace: str | None, profile: str | None, wl):
-    """``(profile or None, notes)`` from a ``ReuseTrace`` file, a profile JSON or a shipped profile's name."""
-    from .inputs.profile import Profile
+    """``(statistics or None, notes)`` from a ``ReuseTrace`` file (Kaleido's or a baseline's), a profile JSON of
+    either kind or a shipped profile's name (:mod:`kaleido.hw.inputs.from_trace`)."""
+    from .inputs.from_trace import load_stats, stats_from_trace
 
     if trace and profile:
         raise ValueError("give --trace or --profile, not both: a trace is converted to a profile")
@@ -36,23 +44,22 @@ def load_stats_source(trace: str | None, profile: str | None, wl):
         if not Path(path).is_file():
             raise ValueError(f"--profile {profile!r} does not exist: give a profile JSON file or a shipped profile name "
                              f"({', '.join(sorted(shipped))})")
-        return Profile.load(path), []
+        return load_stats(path), []
     if trace:
-        from .inputs.trace_adapter import profile_from_trace
         from kaleido.trace import ReuseTrace
 
         try:
             loaded = ReuseTrace.load(trace)
         except ValueError as e:
             raise ValueError(f"--trace: {e} (kaleido generate writes one: OUT/trace.safetensors)") from None
-        return profile_from_trace(loaded, wl)
+        return stats_from_trace(loaded, wl)
     return None, ["no --trace/--profile: Kaleido runs with no reuse (equal to the dense array)"]
 
 
 def array_low_bits(prof) -> tuple[int, str | None]:
     """The PARTIAL multiplier width an array needs for ``prof`` (the widest difference any op uses; narrower
     ones run on it unchanged, sign-extended; 4 without reuse statistics) and a note when the ops differ."""
-    lbs = {e.stats.low_bits for e in prof.ops.values() if e is not None} if prof is not None else set()
+    lbs = {e.stats.low_bits for e in prof.ops.values() if e is not None} if isinstance(prof, Profile) else set()
     low_bits = max(lbs) if lbs else 4
     note = None
     if len(lbs) > 1:
@@ -76,7 +83,9 @@ def parse_buffers(buffers: str) -> list[int]:
 class SimulationRun:
     """The results of :func:`simulate_workloads`."""
 
-    results: dict = field(default_factory=dict)  # workload name -> kaleido.hw.simulate.SimResult
+    results: dict = field(default_factory=dict)  # workload name -> kaleido.hw.simulate.SimResult (Kaleido)
+    replays: dict = field(default_factory=dict)  # workload name -> a baseline's priced ReplayResult
+    pes: int = 0  # the array's PEs (a replay's utilisation is per PE)
     notes: list[str] = field(default_factory=list)
     carried: list = field(default_factory=list)  # workloads the statistics were carried to
     profile: object = None
@@ -86,7 +95,8 @@ class SimulationRun:
         if not self.carried:
             return None
         p = self.profile
-        return (f"reuse statistics measured on {p.model} at grid {'x'.join(map(str, p.grid))} carried to "
+        what = f"{p.method}'s recorded decisions" if isinstance(p, BaselineProfile) else "reuse statistics"
+        return (f"{what} measured on {p.model} at grid {'x'.join(map(str, p.grid))} carried to "
                 + ", ".join(f"{wl.name} ({'x'.join(map(str, wl.grid_thw))})" for wl in self.carried)
                 + " by the documented carry-over rule (docs/hardware.md §8)")
 
@@ -115,6 +125,8 @@ def simulate_workloads(workload: str, *, trace: str | None = None, profile: str 
         notes.append(note)
     kib = parse_buffers(buffers)
     cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(*kib, dram_gbps=dram_gbps), low_bits)
+    if isinstance(prof, BaselineProfile):
+        return _replay_workloads(wls, prof, notes, cfg, static_w, chip_name, arrays)
     a100 = A100Config(precision=a100_precision)
     chip = None
     if chip_name and arrays is not None:
@@ -141,4 +153,21 @@ def simulate_workloads(workload: str, *, trace: str | None = None, profile: str 
         if prof is not None and "SYNTHETIC" in prof.label:
             res.notes.append("the reuse statistics come from SYNTHETIC data (see the profile's label)")
         run.results[wl.name] = res
+    return run
+
+
+def _replay_workloads(wls, prof: BaselineProfile, notes: list[str], cfg, static_w, chip_name, arrays) -> SimulationRun:
+    """A baseline's recorded decisions replayed by its design on one array, workload by workload."""
+    from .arch.energy import EnergyTable
+    from .designs.baseline_replay import replay
+
+    if chip_name or arrays is not None:
+        raise ValueError(f"a {prof.method} trace is replayed on one array: drop --chip / --arrays")
+    energy = EnergyTable(static_w=0.0 if static_w is None else static_w)
+    run = SimulationRun(notes=notes, profile=prof, pes=cfg.rows * cfg.cols)
+    run.carried = [wl for wl in wls if tuple(prof.grid) != tuple(wl.grid_thw)]  # shares kept, extents re-derived
+    for wl in wls:
+        r = replay(wl, prof, cfg, energy)
+        r.notes[:0] = notes
+        run.replays[wl.name] = r
     return run

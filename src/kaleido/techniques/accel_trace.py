@@ -202,7 +202,7 @@ def attach_recorder(handle: MethodHandle) -> AccelTraceRecorder:
 
     Registers the recorder as ``handle``'s trace provider (``handle.accel_trace()``, and ``"accel"`` in
     ``handle.simulator_traces()``, which the comparison turns into the replay's profile through the simulator's
-    one door, :func:`kaleido.hw.designs.baseline_replay.baseline_profile_from_trace`).
+    one door, :func:`kaleido.hw.inputs.baseline_profile.baseline_profile_from_trace`).
     """
     rec = AccelTraceRecorder(handle)
     handle.register_trace_provider(RECORDER, rec.trace)

@@ -3,7 +3,7 @@
 The records (:mod:`kaleido.trace.records`) of one generation plus metadata (model, config, grid, dtype), with views,
 summaries (:mod:`kaleido.trace.summary`) and the file (:mod:`kaleido.trace.formats`, ``docs/trace-format.md``).
 The simulator's profile of a trace is :func:`kaleido.hw.inputs.trace_adapter.profile_from_trace` (a baseline's:
-:func:`kaleido.hw.designs.baseline_replay.baseline_profile_from_trace`).
+:func:`kaleido.hw.inputs.baseline_profile.baseline_profile_from_trace`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 import pytest
 
-from kaleido.hw.designs.baseline_replay import BaselineProfile, Cell, baseline_profile_from_trace, replay
+from kaleido.hw.designs.baseline_replay import BaselineProfile, Cell, replay
+from kaleido.hw.inputs.baseline_profile import baseline_profile_from_trace
 from kaleido.hw.inputs.workloads import get_workload
 
 WL = get_workload("wan-1.3b-480p", steps=4)

@@ -1,6 +1,6 @@
 """The profile an accelerator baseline's trace turns into: per simulator op kind, per recorded step and layer, the
 shares of the dense MACs its algorithm computed at 8 bits, at low bits and skipped, and its measured utilisation
-inputs (:class:`BaselineProfile` of :class:`Cell` s; :func:`kaleido.hw.designs.baseline_replay.baseline_profile_from_trace`
+inputs (:class:`BaselineProfile` of :class:`Cell` s; :func:`kaleido.hw.inputs.baseline_profile.baseline_profile_from_trace`
 builds it, the replayed designs in :mod:`kaleido.hw.designs` consume it; which method a design replays is checked
 there, :func:`kaleido.hw.designs.baseline_replay.replay_design`).
 """
@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from kaleido.ops import HW_KIND_OF
+
 from .profile import check_format, read_json_file
-from .workloads import OP_KINDS
+from .workloads import OP_KINDS, Workload
 
 
 @dataclass(frozen=True)
@@ -106,3 +108,51 @@ class BaselineProfile:
     @classmethod
     def load(cls, path: str | Path) -> "BaselineProfile":
         return cls.from_dict(read_json_file(path, "baseline profile"), where=f"baseline profile {str(path)!r}")
+
+
+def baseline_profile_from_trace(trace, workload: Workload | None = None) -> tuple[BaselineProfile, list[str]]:
+    """``(profile, notes)`` from a baseline ``ReuseTrace`` (records with decisions)."""
+    method = trace.method
+    if method == "kaleido":
+        raise ValueError("this is a Kaleido trace: use kaleido.hw.inputs.trace_adapter.profile_from_trace")
+    acc: dict[str, dict[int, dict[int, list[float]]]] = {}
+    lbits: dict[str, set[int]] = {}
+    for r in trace:
+        d = r.decision
+        if d is None:
+            raise ValueError(f"baseline trace record {r.op!r} layer {r.layer} step {r.step} has no decision")
+        kind = HW_KIND_OF.get(r.op)
+        if kind is None:
+            continue
+        a = acc.setdefault(kind, {}).setdefault(r.step, {}).setdefault(r.layer, [0.0] * 9)
+        vals = [d.mac8, d.mac_low, d.skipped, d.estimate8, max(0, d.tile_cols), max(0, d.tile_dense_cols),
+                max(0, d.outliers), max(0, d.a_elements), 1.0 if d.tile_cols >= 0 else 0.0]
+        for i, v in enumerate(vals):
+            a[i] += v
+        if d.mac_low:
+            lbits.setdefault(kind, set()).add(int(d.low_bits))
+    if not acc:
+        raise ValueError("the baseline trace holds no records of simulator op kinds")
+    ops = {}
+    for kind, steps in acc.items():
+        if len(lbits.get(kind, ())) > 1:
+            raise ValueError(f"op {kind!r} mixes low-bit widths {sorted(lbits[kind])}; the replay needs one")
+        lb = next(iter(lbits.get(kind, {8})))
+        rows = []
+        for s in sorted(steps):
+            cells = []
+            for layer in sorted(steps[s]):
+                m8, ml, sk, est, tc, td, ol, ae, has_tile = steps[s][layer]
+                dense = m8 + ml + sk
+                cells.append(Cell(m8 / dense, ml / dense, sk / dense, lb if ml else 8, est / dense,
+                                  tc / td if has_tile and td > 0 else None, ol / ae if ae > 0 else None))
+            rows.append(cells)
+        ops[kind] = rows
+    g = trace.meta.get("grid") or {"T": 1, "H": 1, "W": 1}
+    notes = []
+    if workload is not None:
+        notes += [f"op kind {k!r} not in the trace: replayed dense" for k in workload.op_kinds() if k not in ops]
+    prof = BaselineProfile(method, dict(trace.meta.get("method_settings", {})), trace.model_class,
+                           (int(g["T"]), int(g["H"]), int(g["W"])), int(trace.meta.get("tile_rows", 128)), ops,
+                           source=f"ReuseTrace of {method} ({trace.model_class}, {len(trace)} records)")
+    return prof, notes

@@ -43,8 +43,8 @@ def profile_from_trace(trace, workload: Workload | None = None) -> tuple[Profile
     """``(profile, notes)`` from a loaded ``ReuseTrace`` (per-step statistics kept)."""
     if getattr(trace, "method", "kaleido") != "kaleido":
         raise ValueError(f"this trace holds {trace.method!r}'s decisions, not Kaleido's mode statistics: convert it "
-                         "with kaleido.hw.designs.baseline_replay.baseline_profile_from_trace and cost it with "
-                         "kaleido.hw.designs.baseline_replay.replay")
+                         "with kaleido.hw.inputs.from_trace.stats_from_trace (`kaleido simulate --trace` does) and cost "
+                         "it with kaleido.hw.designs.baseline_replay.replay")
     per_kind: dict[str, dict[int, ModeStats]] = {}
     decided: dict[str, dict[int, int]] = {}  # kind -> step -> video rows of records with reuse enabled
     axes: dict[str, tuple[str, ...]] = {}

@@ -1,4 +1,5 @@
-"""Tables, JSON/CSV files and plots from :class:`~kaleido.hw.simulate.SimResult` objects.
+"""Tables, JSON/CSV files and plots from :class:`~kaleido.hw.simulate.SimResult` objects (Kaleido, its dense
+reference and the A100), and a table of a baseline's :class:`~kaleido.hw.designs.replay.ReplayResult`.
 
 Every number printed or plotted is read from the results; nothing is typed twice.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 from kaleido.atomic import open_atomic, write_atomic
 
 from ..arch.dispatcher import LEVELS
+from ..designs.replay import ReplayResult
 from ..simulate import DESIGN_LEVEL, SimResult
 
 
@@ -205,3 +207,40 @@ def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
             fig.savefig(f, format="png", dpi=120)
         plt.close(fig)
     return files
+
+
+def replay_tables(r: ReplayResult, pes: int):
+    """Rich tables of one replayed baseline: its figures against the dense array, and each input's origin."""
+    from rich.table import Table
+
+    head = Table(title=f"{r.workload}: {r.design}, replayed from a recorded {r.method} trace {r.settings or ''}")
+    head.add_column("figure")
+    head.add_column("value", justify="right")
+    for name, value in (("cycles", f"{r.cycles:,.0f}"), ("dense array cycles", f"{r.dense_cycles:,.0f}"),
+                        ("speedup vs dense array", f"{r.speedup_vs_dense:.3f}x"),
+                        ("upper bound (no utilisation costs)", f"{r.dense_cycles / max(1.0, r.upper_bound_cycles):.3f}x"),
+                        ("PE utilisation", f"{r.utilisation(pes):.1%}"), ("time (with DRAM)", _fmt_time(r.time_s)),
+                        ("dense array time", _fmt_time(r.dense_time_s)),
+                        ("energy: MACs", f"{r.mac_energy_j:.4g} J"), ("energy: DRAM", f"{r.dram_energy_j:.4g} J"),
+                        ("energy: side units", f"{r.side_energy_j:.4g} J")):
+        head.add_row(name, value)
+    inputs = Table(title="inputs and where they come from")
+    inputs.add_column("input")
+    inputs.add_column("origin")
+    for k, v in r.inputs.items():
+        inputs.add_row(k, v)
+    return head, inputs
+
+
+def print_replay(r: ReplayResult, pes: int, console=None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    for t in replay_tables(r, pes):
+        console.print(t)
+    for n in r.notes:
+        console.print(f"[yellow]note:[/] {n}")
+
+
+def write_replay_json(results: dict[str, ReplayResult], pes: int, path: Path) -> None:
+    write_atomic(path, json.dumps({name: r.to_dict(pes) for name, r in results.items()}, indent=1, default=float))
