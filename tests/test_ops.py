@@ -38,14 +38,14 @@ def test_every_switch_controls_some_op_and_only_never_reused_kinds_have_none():
 
 
 def test_hw_names_are_the_simulators_workload_op_kinds():
-    from kaleido.hw.inputs.workloads import ATTENTION_KINDS, OP_KINDS, get_workload, workload_names
+    from kaleido.hw.inputs.workloads import ATTENTION_KINDS, get_workload, workload_names
 
-    assert set(HW_KIND_OF.values()) == set(HW_OPS) == set(OP_KINDS)
-    assert all(k.info.hw is None or k.info.hw in OP_KINDS for k in OpKind)
+    assert set(HW_KIND_OF.values()) == set(HW_OPS)
+    assert all(k.info.hw is None or k.info.hw in HW_OPS for k in OpKind)
     # the descriptions come from the first kind of each hw name (ffn_down: ffn_out, not fused_out)
-    assert OP_KINDS["ffn_down"] == OpKind.FFN_OUT.info.description
+    assert HW_OPS["ffn_down"] == OpKind.FFN_OUT.info.description
     used = {g.op for name in workload_names() for g in get_workload(name, steps=1).gemms}
-    assert used == set(OP_KINDS)
+    assert used == set(HW_OPS)
     assert set(ATTENTION_KINDS) == {"self_attn_qk", "self_attn_pv", "cross_attn_qk", "cross_attn_pv"}
 
 
@@ -68,10 +68,11 @@ def test_config_switches_are_the_vocabularys():
 
 
 def test_baselines_ledger_kinds_are_the_block_ops():
-    from kaleido.techniques.base import OP_KINDS, UNIT_KINDS
+    from kaleido.ops import BLOCK_KINDS
+    from kaleido.techniques.base import UNIT_KINDS
     from kaleido.techniques.kaleido_reuse.method import KaleidoSettings
 
-    assert tuple(OP_KINDS) == tuple(k.value for k in ALL_BLOCK_OPS)  # BLOCK_OPS + fused_out (HunyuanVideo)
+    assert tuple(BLOCK_KINDS) == tuple(k.value for k in ALL_BLOCK_OPS)  # BLOCK_OPS + fused_out (HunyuanVideo)
     assert {u: set(ks) for u, ks in UNIT_KINDS.items()} == {u: {k.value for k in ks} for u, ks in UNIT_OPS.items()}
     # Kaleido's flat settings have one switch per config switch
     flags = {f for f, v in KaleidoSettings().__dict__.items() if isinstance(v, bool)}

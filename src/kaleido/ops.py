@@ -97,6 +97,8 @@ BLOCK_OPS: tuple[OpKind, ...] = tuple(k for k, i in OPS.items() if i.unit is not
 #: The op kinds of a block GEMM in any supported family: :data:`BLOCK_OPS` plus HunyuanVideo's single-stream
 #: ``fused_out`` (a block op outside the three units): the baselines' ledger kinds.
 ALL_BLOCK_OPS: tuple[OpKind, ...] = BLOCK_OPS + (OpKind.FUSED_OUT,)
+#: The same as names: the kinds a technique's op ledger counts (its report's per-op savings).
+BLOCK_KINDS: tuple[str, ...] = tuple(k.value for k in ALL_BLOCK_OPS)
 #: Block unit -> its op kinds, in :data:`BLOCK_OPS` order.
 UNIT_OPS: dict[str, tuple[OpKind, ...]] = {
     u: tuple(k for k in BLOCK_OPS if OPS[k].unit == u) for u in ("attn1", "attn2", "ffn")

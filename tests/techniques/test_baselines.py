@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kaleido.evaluation.simulator_profiles import simulator_profile_extras
-from kaleido.techniques import METHODS, OP_KINDS, TECHNIQUES, ModelShapes, make_method
+from kaleido.techniques import METHODS, BLOCK_KINDS, TECHNIQUES, ModelShapes, make_method
 from kaleido.techniques.registry import FAMILIES
 from kaleido.techniques.sparse_videogen import classify_heads, sample_rows, spatial_temporal_masks
 from kaleido.reuse import TokenGrid
@@ -59,7 +59,7 @@ def test_dense_counts_match_the_wan_shapes(random_pipe, generate, dense_frames):
     shapes = ModelShapes.of(random_pipe[0].transformer)
     assert shapes.rope_split == (8, 8, 8) and shapes.dim == 48
     assert rep.op_counts["ffn_in"].dense_macs == STEPS * LAYERS * S * 48 * 96
-    assert set(OP_KINDS) - {"fused_out"} <= set(rep.op_counts)  # fused_out: HunyuanVideo's single-stream only
+    assert set(BLOCK_KINDS) - {"fused_out"} <= set(rep.op_counts)  # fused_out: HunyuanVideo's single-stream only
 
 
 def test_sparse_videogen_counts_the_blocks_it_skips(random_pipe, generate, dense_frames):

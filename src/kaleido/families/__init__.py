@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kaleido.families.cogvideox import COGVIDEOX
 from kaleido.families.hunyuan_video import HUNYUAN_VIDEO
-from kaleido.families.shapes import OP_KINDS, FamilyShapes, Gemm, ModelSpec
+from kaleido.families.shapes import FamilyShapes, Gemm, ModelSpec
 from kaleido.families.wan import WAN
 
 #: family name -> its declaration
@@ -26,5 +26,5 @@ def family_of_class(class_name: str | None) -> FamilyShapes:
                      f"{sorted(f.class_name for f in FAMILIES.values())}")
 
 
-__all__ = ["FAMILIES", "FamilyShapes", "Gemm", "ModelSpec", "OP_KINDS", "family_of_class", "WAN", "HUNYUAN_VIDEO",
+__all__ = ["FAMILIES", "FamilyShapes", "Gemm", "ModelSpec", "family_of_class", "WAN", "HUNYUAN_VIDEO",
            "COGVIDEOX"]

@@ -19,10 +19,6 @@ from typing import Callable
 
 from kaleido.ops import HW_OPS
 
-#: Every op kind a workload can contain, with what its ``A`` operand is (:data:`kaleido.ops.HW_OPS`).
-OP_KINDS: dict[str, str] = HW_OPS
-
-
 @dataclass(frozen=True)
 class Gemm:
     """``count`` GEMMs ``(M x K) . (K x N)``; ``grid_rows`` of the M rows are video tokens."""
@@ -36,8 +32,8 @@ class Gemm:
     layer_kind: str = ""
 
     def __post_init__(self) -> None:
-        if self.op not in OP_KINDS:
-            raise ValueError(f"unknown op kind {self.op!r}; known: {sorted(OP_KINDS)}")
+        if self.op not in HW_OPS:
+            raise ValueError(f"unknown op kind {self.op!r}; known: {sorted(HW_OPS)}")
         for name in ("M", "K", "N", "count"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:

@@ -24,12 +24,13 @@ import torch
 from kaleido.techniques.handle import EVENTS, CallInfo, MethodHandle
 from kaleido.techniques.ledger import OpLedger
 from kaleido.techniques.method_report import MethodReport
-from kaleido.techniques.shapes import ESTIMATE, JOINT, OP_KINDS, TEXT, UNIT_KINDS, VIDEO, Gemm, ModelShapes, claims_of, kind_unit
+from kaleido.ops import BLOCK_KINDS
+from kaleido.techniques.shapes import ESTIMATE, JOINT, TEXT, UNIT_KINDS, VIDEO, CallGemm, ModelShapes, claims_of, kind_unit
 
 # The bookkeeping's names stay reachable here: the techniques' docstrings and the docs name them
 # ``kaleido.techniques.base.X``.
-__all__ = ["Method", "check_range", "MethodHandle", "CallInfo", "EVENTS", "OpLedger", "MethodReport", "Gemm",
-           "ModelShapes", "OP_KINDS", "ESTIMATE", "UNIT_KINDS", "VIDEO", "TEXT", "JOINT", "claims_of", "kind_unit"]
+__all__ = ["Method", "check_range", "MethodHandle", "CallInfo", "EVENTS", "OpLedger", "MethodReport", "CallGemm",
+           "ModelShapes", "BLOCK_KINDS", "ESTIMATE", "UNIT_KINDS", "VIDEO", "TEXT", "JOINT", "claims_of", "kind_unit"]
 
 
 class Method(ABC):

@@ -30,10 +30,11 @@ from kaleido.techniques.accel_trace import AccelTraceRecorder, attach_recorder
 from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
 from kaleido.techniques.registry import DIFFERENTIAL, register_technique
-from kaleido.techniques.shapes import OP_KINDS, claims_of
+from kaleido.ops import BLOCK_KINDS
+from kaleido.techniques.shapes import claims_of
 
 #: the op kinds of the block linears (every block GEMM kind but attention's q.k^T and P.V)
-_LINEAR_KINDS = tuple(k for k in OP_KINDS if not k.endswith(("_qk", "_pv")))
+_LINEAR_KINDS = tuple(k for k in BLOCK_KINDS if not k.endswith(("_qk", "_pv")))
 
 
 @dataclass(frozen=True)

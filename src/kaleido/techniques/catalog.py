@@ -27,7 +27,8 @@ from kaleido.techniques.base import Method
 from kaleido.techniques.handle import MethodHandle
 from kaleido.techniques.method_report import MethodReport
 from kaleido.techniques.registry import TECHNIQUES, Technique, technique
-from kaleido.techniques.shapes import ESTIMATE, OP_KINDS, ModelShapes
+from kaleido.ops import BLOCK_KINDS
+from kaleido.techniques.shapes import ESTIMATE, ModelShapes
 
 
 class _MethodClasses(Mapping):
@@ -64,6 +65,6 @@ def make_method(name: str, **settings) -> Method:
 
 
 __all__ = ["METHODS", "TECHNIQUES", "Technique", "technique", "make_method", "Method", "MethodHandle", "MethodReport",
-           "ModelShapes", "OP_KINDS", "ESTIMATE", "Stack", "KaleidoMethod", "SparseVideoGen", "BlockTopK", "ToMe",
+           "ModelShapes", "BLOCK_KINDS", "ESTIMATE", "Stack", "KaleidoMethod", "SparseVideoGen", "BlockTopK", "ToMe",
            "AdapTiV", "PyramidAttentionBroadcast", "FirstBlockCache", "TaylorSeer", "MagCache", "Exion", "CambriconD",
            "CacheDiT"]

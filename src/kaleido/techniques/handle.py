@@ -44,7 +44,8 @@ from kaleido.reuse import TokenGrid
 
 from kaleido.techniques.ledger import OpLedger, check_new_name
 from kaleido.techniques.method_report import MethodReport
-from kaleido.techniques.shapes import OP_KINDS, Gemm, ModelShapes
+from kaleido.ops import BLOCK_KINDS
+from kaleido.techniques.shapes import CallGemm, ModelShapes
 
 
 class AppliedMethod(Protocol):
@@ -59,8 +60,8 @@ class AppliedMethod(Protocol):
 #: What the handle and the methods announce to the handle's observers (:meth:`MethodHandle.notify`) -> the arguments.
 EVENTS: dict[str, str] = {
     "attention keep-mask": "keep (B, H, queries, keys) bool: the (query, key) pairs a self-attention core computes",
-    "call planned": "gemms (list[Gemm]): every block GEMM of the call that starts, each charged as skipped",
-    "gemm ran": "gemm (Gemm), taken (bool): a planned GEMM ran; taken: the method records its counts itself",
+    "call planned": "gemms (list[CallGemm]): every block GEMM of the call that starts, each charged as skipped",
+    "gemm ran": "gemm (CallGemm), taken (bool): a planned GEMM ran; taken: the method records its counts itself",
 }
 
 
@@ -102,7 +103,7 @@ class MethodHandle:
         self._index = self.shapes.index
         self.ledger = OpLedger(method.low_bits)
         self.call: CallInfo | None = None
-        self.gemms: list[Gemm] = []
+        self.gemms: list[CallGemm] = []
         self.calls = 0
         self.extra: dict[str, Any] = {}
         self._undo: list[Callable[[], None]] = []
@@ -199,7 +200,7 @@ class MethodHandle:
         totals: dict[str, int] = {}
         for g in self.gemms:
             totals[g.kind] = totals.get(g.kind, 0) + g.macs
-        for k in OP_KINDS:
+        for k in BLOCK_KINDS:
             if totals.get(k):
                 self.ledger.add(k, skipped=totals[k])
         self.notify("call planned", self.gemms)
@@ -231,7 +232,7 @@ class MethodHandle:
 
         return hook
 
-    def _check_rows(self, g: Gemm, x: torch.Tensor) -> None:
+    def _check_rows(self, g: CallGemm, x: torch.Tensor) -> None:
         rows = x.numel() // max(1, x.shape[-1])
         if rows != g.batch * g.rows or x.shape[-1] != g.K:
             c = self.call

@@ -6,7 +6,8 @@ from typing import Callable
 
 from kaleido.reuse import OpCounts
 
-from kaleido.techniques.shapes import ESTIMATE, OP_KINDS
+from kaleido.ops import BLOCK_KINDS
+from kaleido.techniques.shapes import ESTIMATE
 
 
 def check_new_name(what: str, name: str, taken) -> None:
@@ -34,8 +35,8 @@ class OpLedger:
         self._observers.pop(name, None)
 
     def add(self, kind: str, mac8: int = 0, mac_low: int = 0, skipped: int = 0) -> None:
-        if kind not in OP_KINDS and kind != ESTIMATE:
-            raise ValueError(f"unknown op kind {kind!r}; known: {list(OP_KINDS) + [ESTIMATE]}")
+        if kind not in BLOCK_KINDS and kind != ESTIMATE:
+            raise ValueError(f"unknown op kind {kind!r}; known: {list(BLOCK_KINDS) + [ESTIMATE]}")
         if min(mac8, mac_low, skipped) < 0:
             raise ValueError(f"negative MAC count for {kind}: {mac8}, {mac_low}, {skipped}")
         c = self._c.setdefault(kind, [0, 0, 0])

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from kaleido.reuse import OpCounts
 
-from kaleido.techniques.shapes import ESTIMATE, OP_KINDS
+from kaleido.ops import BLOCK_KINDS
+from kaleido.techniques.shapes import ESTIMATE
 
 
 @dataclass
@@ -49,7 +50,7 @@ class MethodReport:
             "settings": dict(self.settings),
             "calls": self.calls,
             "op_counts": {k: v.to_dict() for k, v in sorted(self.op_counts.items())},
-            "saved_fraction": {k: self.saved_fraction(k) for k in OP_KINDS if k in self.op_counts},
+            "saved_fraction": {k: self.saved_fraction(k) for k in BLOCK_KINDS if k in self.op_counts},
             "dense_macs": self.dense_macs,
             "estimate_macs": self.estimate_macs,
             "equiv8_macs": self.equiv8_macs,

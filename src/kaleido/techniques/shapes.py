@@ -4,7 +4,7 @@ Sites and shapes come from the adapter, as they do for Kaleido: its attention si
 (module, layer, ``self`` / ``cross``, which tokens the queries and keys are) and its block
 linears (:meth:`~kaleido.models.adapter.ModelAdapter.gemm_linear_sites`: module,
 layer, op kind, which tokens the rows are).  :class:`ModelShapes` turns them and a call's
-batch ``B``, video tokens ``S`` and text tokens ``L`` into the call's GEMMs (:class:`Gemm`),
+batch ``B``, video tokens ``S`` and text tokens ``L`` into the call's GEMMs (:class:`CallGemm`),
 so a call's dense MACs are right on every family: Wan's cross-attention over ``L`` text
 keys, HunyuanVideo's joint ``[video; text]`` attention over ``S + L`` tokens with its
 single-stream q/k/v and fused ``proj_out`` on the joint rows, CogVideoX's ``[text; video]``.
@@ -35,10 +35,7 @@ from typing import Iterable
 
 import torch
 
-from kaleido.ops import ALL_BLOCK_OPS, OPS, UNIT_OPS, OpKind
-
-#: The ledger's op kinds: every block GEMM kind of the supported families (:data:`kaleido.ops.ALL_BLOCK_OPS`).
-OP_KINDS: tuple[str, ...] = tuple(k.value for k in ALL_BLOCK_OPS)
+from kaleido.ops import OPS, UNIT_OPS, OpKind
 ESTIMATE = "estimate"
 #: The units of a Wan-style block (self-attention, cross-attention, FFN) and the op kinds each covers.
 UNIT_KINDS: dict[str, tuple[str, ...]] = {u: tuple(k.value for k in ops) for u, ops in UNIT_OPS.items()}
@@ -57,11 +54,13 @@ def claims_of(kinds: Iterable[str]) -> frozenset:
 
 
 @dataclass(frozen=True)
-class Gemm:
+class CallGemm:
     """One GEMM of one transformer call: ``batch x heads`` products of ``rows x K`` by ``K x n_cols``.
 
     ``site``: the module it belongs to (an attention site for q.k^T / P.V, else the linear);
-    ``seq``: which tokens its rows are (``"video"``, ``"text"``, ``"joint"``).
+    ``seq``: which tokens its rows are (``"video"``, ``"text"``, ``"joint"``). A live call's GEMM at one site,
+    as a technique's ledger charges it; the simulator's :class:`kaleido.families.Gemm` is the other view, the
+    same products of a whole run grouped by op kind at a published shape.
     """
 
     layer: int
@@ -156,17 +155,17 @@ class ModelShapes:
                    tuple(adapter.patch_sizes(transformer)), None if rope is None else tuple(rope),
                    adapter.text_position, tuple(att), tuple(lin))
 
-    def gemms(self, batch: int, n_video: int, n_text: int) -> list[Gemm]:
+    def gemms(self, batch: int, n_video: int, n_text: int) -> list[CallGemm]:
         """Every block GEMM of one call with ``batch`` sequences of ``n_video`` video and ``n_text`` text tokens:
         q.k^T and P.V of each attention site, then each linear site (the order of :attr:`index`)."""
         n = {VIDEO: n_video, TEXT: n_text, JOINT: n_video + n_text}
         out = []
         for a in self.attention:
             sq, sk = n[a.queries], n[a.keys]
-            out.append(Gemm(a.layer, f"{a.kind}_qk", a.name, a.queries, batch, a.heads, sq, a.head_dim, sk))
-            out.append(Gemm(a.layer, f"{a.kind}_pv", a.name, a.queries, batch, a.heads, sq, sk, a.value_dim))
+            out.append(CallGemm(a.layer, f"{a.kind}_qk", a.name, a.queries, batch, a.heads, sq, a.head_dim, sk))
+            out.append(CallGemm(a.layer, f"{a.kind}_pv", a.name, a.queries, batch, a.heads, sq, sk, a.value_dim))
         for s in self.linears:
-            out.append(Gemm(s.layer, s.op, s.name, s.rows, batch, 1, n[s.rows], s.in_features, s.out_features))
+            out.append(CallGemm(s.layer, s.op, s.name, s.rows, batch, 1, n[s.rows], s.in_features, s.out_features))
         return out
 
     @property
@@ -184,7 +183,7 @@ class ModelShapes:
         return out
 
 
-def merged_shape(gemms: Iterable[Gemm]) -> tuple[int, int, int, int, int]:
+def merged_shape(gemms: Iterable[CallGemm]) -> tuple[int, int, int, int, int]:
     """``(batch, heads, rows, K, n_cols)`` of GEMMs of one layer and op kind streamed as one
     (e.g. Wan's text-side k and v projections: one ``L x dim`` operand against both weights)."""
     gs = list(gemms)

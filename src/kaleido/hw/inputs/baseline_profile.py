@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kaleido.ops import HW_KIND_OF
+from kaleido.ops import HW_KIND_OF, HW_OPS
 
 from .profile import check_format, read_json_file
-from .workloads import OP_KINDS, Workload
+from .workloads import Workload
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ class BaselineProfile:
 
     def __post_init__(self) -> None:
         for k, steps in self.ops.items():
-            if k not in OP_KINDS:
-                raise ValueError(f"baseline profile op kind {k!r} is unknown; known: {sorted(OP_KINDS)}")
+            if k not in HW_OPS:
+                raise ValueError(f"baseline profile op kind {k!r} is unknown; known: {sorted(HW_OPS)}")
             if not steps or any(not layers for layers in steps):
                 raise ValueError(f"baseline profile op {k!r} needs at least one step with one layer")
 

@@ -1,7 +1,7 @@
 """Reuse profiles: measured mode statistics per op kind, and how they carry to a workload.
 
 A profile is what the simulator needs from the algorithm: for every op kind of a
-workload (``kaleido.hw.inputs.workloads.OP_KINDS``) the additive :class:`ModeStats` of the
+workload (``kaleido.ops.HW_OPS``) the additive :class:`ModeStats` of the
 mode maps measured on it (video-token rows only), or ``None`` for an op kept dense;
 optionally one ``ModeStats`` per measured denoising step.
 
@@ -45,9 +45,10 @@ from pathlib import Path
 import numpy as np
 
 from kaleido.atomic import write_atomic
+from kaleido.ops import HW_OPS
 from kaleido.reuse import ModeMap, ModeStats
 
-from .workloads import OP_KINDS, Workload
+from .workloads import Workload
 
 FORMAT = "kaleido-profile"
 VERSION = 1
@@ -179,8 +180,8 @@ class Profile:
             raise ValueError(f"profile grid {self.grid} must be three positive ints (T, H, W)")
         ops = {}
         for k, v in self.ops.items():
-            if k not in OP_KINDS:
-                raise ValueError(f"profile op kind {k!r} is unknown; known: {sorted(OP_KINDS)}")
+            if k not in HW_OPS:
+                raise ValueError(f"profile op kind {k!r} is unknown; known: {sorted(HW_OPS)}")
             if isinstance(v, ModeStats):
                 v = OpProfile(v)
             if v is not None and not isinstance(v, OpProfile):

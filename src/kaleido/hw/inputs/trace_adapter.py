@@ -1,6 +1,6 @@
 """Turn a ``kaleido.trace.ReuseTrace`` into a simulator :class:`Profile`.
 
-The integration's op names map onto :data:`kaleido.hw.inputs.workloads.OP_KINDS` by
+The integration's op names map onto :data:`kaleido.ops.HW_OPS` by
 :data:`kaleido.ops.HW_KIND_OF`, the reusable ones only (``cross_proj_kv``, the text-side
 key/value projections, stays the workload's dense GEMM whatever the trace says); rows of
 non-grid (text) tokens are removed from the counts (a profile counts video rows

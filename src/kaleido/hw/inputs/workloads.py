@@ -20,10 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kaleido.families import FAMILIES, Gemm, ModelSpec, family_of_class
-from kaleido.families.shapes import OP_KINDS
 from kaleido.ops import HW_KIND_OF, OpKind
 
-__all__ = ["ATTENTION_KINDS", "Gemm", "MINIATURE", "MODELS", "ModelSpec", "OP_KINDS", "PUBLISHED_CONFIGS",
+__all__ = ["ATTENTION_KINDS", "Gemm", "MINIATURE", "MODELS", "ModelSpec", "PUBLISHED_CONFIGS",
            "RESOLUTIONS", "Workload", "build_gemms", "get_workload", "latent_grid", "miniature_workload",
            "model_spec_from_config", "workload_names"]
 

@@ -30,11 +30,11 @@ from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
 from kaleido.techniques.method_report import MethodReport
 from kaleido.techniques.registry import KALEIDO, register_technique
-from kaleido.techniques.shapes import OP_KINDS
+from kaleido.ops import BLOCK_KINDS
 
 #: the ReuseConfig keys the flat settings set for every op
 _REUSE_KEYS = ("theta1", "theta2", "low_bits", "metric", "dense_steps")
-_BLOCK_KINDS = frozenset(OP_KINDS)
+_BLOCK_KINDS = frozenset(BLOCK_KINDS)
 
 
 @functools.cache
