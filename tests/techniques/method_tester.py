@@ -36,15 +36,16 @@ import pytest
 import torch
 
 from kaleido.evaluation.simulator_profiles import simulator_profile_extras
+from kaleido.models.testing import TESTED_FAMILIES
 from kaleido.techniques import METHODS, TECHNIQUES, make_method
-from kaleido.techniques.registry import TEST_STEPS, TESTED_FAMILIES
+from tester_settings import CASES, TEST_STEPS
 
 STEPS = TEST_STEPS  # enough for every technique to act: caches and cross-step methods skip from the second step on
 
 #: settings under which each technique changes something on the tiny models (2 steps, 48 video tokens)
-SETTINGS: dict[str, dict] = {n: dict(t.test_settings) for n, t in TECHNIQUES.items() if t.test_settings is not None}
+SETTINGS: dict[str, dict] = {n: dict(c.settings) for n, c in CASES.items() if c.settings is not None}
 #: settings under which a technique computes what dense computes (up to float reordering)
-NULL_SETTINGS: dict[str, dict] = {n: dict(t.null_settings) for n, t in TECHNIQUES.items() if t.null_settings is not None}
+NULL_SETTINGS: dict[str, dict] = {n: dict(c.null) for n, c in CASES.items() if c.null is not None}
 
 
 def _skip_if_unavailable(name: str) -> None:
@@ -148,8 +149,8 @@ class Family:
     @property
     def refused(self) -> dict[str, tuple[str, str]]:
         """technique -> (regex of its one-line refusal, the reason as docs/baselines.md states it): the
-        registrations' ``refuses`` of this family."""
-        return {n: t.refuses[self.name] for n, t in TECHNIQUES.items() if self.name in t.refuses}
+        tester cases' ``refuses`` of this family (tests/techniques/tester_settings.py)."""
+        return {n: c.refuses[self.name] for n, c in CASES.items() if self.name in c.refuses}
 
 
 FAMILIES: dict[str, Family] = {
@@ -158,7 +159,7 @@ FAMILIES: dict[str, Family] = {
     "cogvideox_5b_style": Family("cogvideox_5b_style", _cog_pipe(True), _tokens_bfchw, _cogvideox_dense),
     "cogvideox_2b_style": Family("cogvideox_2b_style", _cog_pipe(False), _tokens_bfchw, _cogvideox_dense),
 }
-assert tuple(FAMILIES) == TESTED_FAMILIES  # the registry's refusals are keyed by these names
+assert tuple(FAMILIES) == TESTED_FAMILIES  # the tester cases' refusals are keyed by these names
 
 
 @dataclass

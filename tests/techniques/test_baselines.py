@@ -34,12 +34,19 @@ def psnr(a, b):
     return float("inf") if mse == 0 else 10 * np.log10(1.0 / mse)
 
 
+def test_every_registered_technique_has_tester_settings():
+    from tester_settings import CASES
+
+    assert set(CASES) == set(TECHNIQUES)  # a new technique gets its tester case; a removed one loses it
+    assert all(CASES[n].settings is not None for n in TECHNIQUES)
+
+
 def test_every_method_is_registered_and_rejects_bad_settings():
     # every method of the committed comparison is still registered (its rows stay reproducible)
     committed = {json.loads(p.read_text())["point"]["method"] for p in COMMITTED_ROWS.glob("*.json")}
     assert committed - {"dense"} <= set(METHODS) and len(committed) > 10
     for name, t in TECHNIQUES.items():  # and every registration carries what its readers need
-        assert t.method.name == name and t.test_settings is not None and t.grid is not None, name
+        assert t.method.name == name and t.grid is not None, name
         assert t.colour.startswith("#") and t.family in FAMILIES, name
         assert t.unavailable() or (t.grid("tiny", 25) and t.grid("random-wan", 4)), name
     with pytest.raises(ValueError, match="density"):

@@ -58,8 +58,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(density=0.7, block_size=sweep_block_size(pipeline))]
 
 
-@register_technique(family=SPARSE_ATTENTION, colour="#17becf", grid=_grid,
-                    test_settings=dict(density=0.5, block_size=8), null_settings=dict(density=1.0, block_size=8))
+@register_technique(family=SPARSE_ATTENTION, colour="#17becf", grid=_grid)
 class BlockTopK(Method):
     name = "block_topk"
     Settings = BlockTopKSettings

@@ -334,13 +334,7 @@ def _stacks(pipeline: str, steps: int | None, sampler: str | None = None) -> lis
 
 
 @register_technique(
-    family=STEP_CACHE, colour="#bcbd22", grid=_grid, stacks=_stacks, requires=("cache_dit", PEERS_INSTALL),
-    # every block after the first served from the cache once a step has computed (threshold >= 1: whenever allowed)
-    test_settings=dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=1.0, max_warmup_steps=0),
-    null_settings=dict(residual_diff_threshold=0.0),
-    refuses={"hunyuan_video": ("it would skip nothing", "the tiny model has one block per stream and DBCache always "
-                               "computes the first of each (Fn >= 1), so it would skip nothing; it runs on "
-                               "HunyuanVideo with more blocks (tests/techniques/test_cache_dit.py)")})
+    family=STEP_CACHE, colour="#bcbd22", grid=_grid, stacks=_stacks, requires=("cache_dit", PEERS_INSTALL))
 class CacheDiT(Method):
     """cache-dit's DBCache; see the module docstring."""
 

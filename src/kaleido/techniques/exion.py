@@ -71,9 +71,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
 
 
 @register_technique(family=SPARSE_ATTENTION_FFN, needs_accelerator=True, colour="#ff7f0e", grid=_grid,
-                    claims=("self_qk", "self_pv", "ffn_in", "ffn_out"),
-                    test_settings=dict(attn_density=0.5, ffn_tau=0.2, ffn_period=2),
-                    null_settings=dict(attn_density=1.0, ffn_tau=0.0))
+                    claims=("self_qk", "self_pv", "ffn_in", "ffn_out"))
 class Exion(Method):
     name = "exion"
     Settings = ExionSettings

@@ -2,8 +2,7 @@
 
 A technique registers its :class:`~kaleido.techniques.base.Method` class where it is defined::
 
-    @register_technique(family=TOKEN_MERGING, colour="#2ca02c", grid=_grid,
-                        test_settings=dict(ratio=0.5), null_settings=dict(ratio=0.0))
+    @register_technique(family=TOKEN_MERGING, colour="#2ca02c", grid=_grid)
     class ToMe(Method):
         name = "tome"
         Settings = ToMeSettings
@@ -14,20 +13,18 @@ and every reader takes it from here: ``make_method`` and :data:`kaleido.techniqu
 handler), the stacking rules (:func:`kaleido.techniques.stack.check_composable`: which
 techniques are step caches, which op kinds each decides), the comparison's default sweep
 (:mod:`kaleido.compare.grids`: each technique's grid), the report's families and the plots'
-colours, ``kaleido compare --help``, and the shared tester (its settings, its "off" settings,
-the families it refuses and why).  So a new baseline is one module that registers itself
-(imported by :mod:`kaleido.techniques.catalog`) plus its test case.
+colours and ``kaleido compare --help``.  What the shared tester runs each technique with (its settings, its
+"off" settings, the families it refuses and why) is kept with the tests (``tests/techniques/tester_settings.py``).
+So a new baseline is one module that registers itself (imported by :mod:`kaleido.techniques.catalog`) plus its
+tester case.
 
 This module imports no technique; the technique modules import it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
-
-from kaleido.models.testing import TESTED_FAMILIES as _TESTED_FAMILIES
 
 #: Report families, in the order the report lists them (:attr:`Technique.family` is one of them).
 KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL, STACK = (
@@ -35,15 +32,6 @@ KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFF
     "differential computing", "step cache + Kaleido")
 FAMILIES: tuple[str, ...] = (KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL,
                              STACK)
-#: The model families the shared tester runs every technique on (:data:`kaleido.models.testing.TESTED_FAMILIES`,
-#: one tiny random model each): Wan with classifier-free guidance as two calls per step, HunyuanVideo
-#: (dual- and single-stream blocks, embedded guidance), CogVideoX 5B-style (RoPE) and 2B-style (no RoPE), both
-#: batching guidance into one call.  :attr:`Technique.refuses` is keyed by them.
-TESTED_FAMILIES = _TESTED_FAMILIES
-#: The tester's denoising steps (enough for every technique to act: caches and cross-step methods skip from the
-#: second step on); :attr:`Technique.test_settings` are chosen for it.
-TEST_STEPS = 2
-
 #: ``grid(pipeline, steps, sampler) -> [settings, ...]``: a technique's default sweep settings on ``pipeline`` run
 #: with ``steps`` denoising steps (``None``: the pipeline's own, unknown here) and ``sampler``
 #: (:data:`kaleido.sampling.SAMPLERS`; ``None``: the pipeline's own); raises :class:`GridUnavailable` where it has none
@@ -65,10 +53,7 @@ class Technique:
     ``method``: its :class:`~kaleido.techniques.base.Method` class (``name``, ``Settings``); ``claims``: the op
     kinds it may decide itself (what its handle takes over; every other op kind is counted as it runs);
     ``family`` / ``colour``: the report's family (:data:`FAMILIES`) and its plot colour; ``grid``: its default
-    sweep settings (``None``: none); ``test_settings`` / ``null_settings``: settings under which it changes
-    something on the tester's tiny models, and under which it computes what dense computes (``None``: it has
-    none); ``refuses``: a tested family (:data:`TESTED_FAMILIES`) -> ``(regex of its one-line refusal, the
-    reason as docs/baselines.md states it)``; ``config``: the type :func:`kaleido.apply` dispatches on (``None``: not
+    sweep settings (``None``: none); ``config``: the type :func:`kaleido.apply` dispatches on (``None``: not
     through ``kaleido.apply``); ``handler(transformer, config, filter_fn)``: what ``kaleido.apply`` runs for it;
     ``stacks``: a step cache's stacks with Kaleido in the sweep (``grid``-like: ``{"techniques": [...]}`` settings of
     the ``"stack"`` technique, whose grid gathers them); ``requires``: ``(module, install command)`` of an optional
@@ -84,9 +69,6 @@ class Technique:
     colour: str
     claims: frozenset = frozenset()
     grid: Grid | None = None
-    test_settings: Mapping[str, Any] | None = None
-    null_settings: Mapping[str, Any] | None = None
-    refuses: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     config: type | None = None
     handler: Callable[..., Any] | None = None
     stacks: Grid | None = None
@@ -135,9 +117,7 @@ class Technique:
 TECHNIQUES: dict[str, Technique] = {}
 
 
-def register_technique(*, family: str, colour: str, grid: Grid | None = None, test_settings: Mapping | None = None,
-                       null_settings: Mapping | None = None, refuses: Mapping[str, tuple[str, str]] | None = None,
-                       claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
+def register_technique(*, family: str, colour: str, grid: Grid | None = None, claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
                        handler: Callable[..., Any] | None = None, stacks: Grid | None = None,
                        requires: tuple[str, str] | None = None,
                        needs_accelerator: bool = False) -> Callable[[type], type]:
@@ -151,9 +131,6 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, te
     """
     if family not in FAMILIES:
         raise ValueError(f"register_technique: family {family!r} is not one of {list(FAMILIES)}")
-    unknown = sorted(set(refuses or {}) - set(TESTED_FAMILIES))
-    if unknown:
-        raise ValueError(f"register_technique: refuses names {unknown}; the tested families are {list(TESTED_FAMILIES)}")
 
     def deco(cls: type) -> type:
         name = getattr(cls, "name", None)
@@ -170,9 +147,6 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, te
             raise ValueError(f"register_technique: {name}'s claims depend on its settings; pass claims=(op kinds)")
         TECHNIQUES[name] = Technique(
             name, cls, family, colour, kinds, grid,
-            None if test_settings is None else MappingProxyType(dict(test_settings)),
-            None if null_settings is None else MappingProxyType(dict(null_settings)),
-            MappingProxyType(dict(refuses or {})),
             cls.Settings if config is OWN_SETTINGS else config, handler, stacks, requires, needs_accelerator)
         return cls
 

@@ -83,8 +83,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(density=0.7, block_size=sweep_block_size(pipeline))]
 
 
-@register_technique(family=SPARSE_ATTENTION, colour="#1f77b4", grid=_grid,
-                    test_settings=dict(density=0.5, block_size=8), null_settings=dict(density=1.0, block_size=8))
+@register_technique(family=SPARSE_ATTENTION, colour="#1f77b4", grid=_grid)
 class SparseVideoGen(Method):
     name = "sparse_videogen"
     Settings = SparseVideoGenSettings

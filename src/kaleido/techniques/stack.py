@@ -187,9 +187,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
 
 
 @register_technique(
-    family=STACK, colour="#e377c2", grid=_grid, config=None,  # kaleido.apply takes a stack as a list of configs
-    test_settings=dict(techniques=[dict(technique="taylorseer", cache_interval=2, disable_cache_before_step=1),
-                                   dict(technique="kaleido", theta1=16, theta2=32, low_bits=6)]))
+    family=STACK, colour="#e377c2", grid=_grid, config=None)
 class Stack(Method):
     """Several techniques on one transformer; see the module docstring."""
 

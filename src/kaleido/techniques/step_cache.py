@@ -53,7 +53,7 @@ from pathlib import Path
 from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
 from kaleido.techniques.kaleido_reuse.method import QK_ONLY, calibrated_setting, is_few_step
-from kaleido.techniques.registry import TEST_STEPS, STEP_CACHE, GridUnavailable, register_technique
+from kaleido.techniques.registry import STEP_CACHE, GridUnavailable, register_technique
 
 #: Wan's self-attention and feed-forward modules, the default TaylorSeer caches there (diffusers' own
 #: defaults match nothing on Wan or CogVideoX); on every model the default is its adapter's self-attention
@@ -130,12 +130,7 @@ def _pab_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> l
 
 
 @register_technique(
-    family=STEP_CACHE, colour="#9467bd", grid=_pab_grid,
-    # DDIM's last timestep is 0: the tester's range covers every step
-    test_settings=dict(self_skip_range=2, cross_skip_range=2, timestep_range=(-1, 1001)),
-    null_settings=dict(self_skip_range=1, cross_skip_range=1),
-    refuses={"wan": ("calls the transformer twice per step",
-                     "guidance as two calls per step would share PAB's cache (runs with guidance_scale=1)")})
+    family=STEP_CACHE, colour="#9467bd", grid=_pab_grid)
 class PyramidAttentionBroadcast(Method):
     name = "pab"
     Settings = PABSettings
@@ -192,8 +187,7 @@ def _fbcache_grid(pipeline: str, steps: int | None, sampler: str | None = None) 
     return [dict(threshold=t) for t in ((0.1, 0.2, 0.4, 0.8) if is_few_step(steps) else (0.1,))]
 
 
-@register_technique(family=STEP_CACHE, colour="#c5b0d5", grid=_fbcache_grid,
-                    test_settings=dict(threshold=50.0), null_settings=dict(threshold=0.0))
+@register_technique(family=STEP_CACHE, colour="#c5b0d5", grid=_fbcache_grid)
 class FirstBlockCache(Method):
     name = "fbcache"
     Settings = FBCacheSettings
@@ -277,8 +271,7 @@ def _taylorseer_stacks(pipeline: str, steps: int, sampler: str | None = None) ->
 
 
 @register_technique(family=STEP_CACHE, colour="#8c564b", grid=_taylorseer_grid,
-                    stacks=_taylorseer_stacks, test_settings=dict(cache_interval=2, disable_cache_before_step=1),
-                    null_settings=dict(cache_interval=1, disable_cache_before_step=0))
+                    stacks=_taylorseer_stacks)
 class TaylorSeer(Method):
     name = "taylorseer"
     Settings = TaylorSeerSettings
@@ -422,11 +415,7 @@ def _magcache_stacks(pipeline: str, steps: int, sampler: str | None = None) -> l
 
 
 @register_technique(
-    family=STEP_CACHE, colour="#c49c94", grid=magcache_grid, stacks=_magcache_stacks,
-    # ratios as a calibration would give them for the tester's steps; the second step is served from the cache
-    test_settings=dict(mag_ratios=(1.0, 0.95), num_inference_steps=TEST_STEPS, retention_ratio=0.0, threshold=0.5,
-                       max_skip_steps=1),
-    null_settings=dict(calibrate=True, num_inference_steps=TEST_STEPS))  # diffusers' calibration mode skips nothing
+    family=STEP_CACHE, colour="#c49c94", grid=magcache_grid, stacks=_magcache_stacks)
 class MagCache(Method):
     name = "magcache"
     Settings = MagCacheSettings

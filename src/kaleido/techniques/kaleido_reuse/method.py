@@ -252,9 +252,7 @@ def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn):
     return apply_kaleido(transformer, config, filter_fn=filter_fn)
 
 
-@register_technique(family=KALEIDO, needs_accelerator=True, colour="#d62728", grid=_grid, config=KaleidoConfig, handler=_apply_kaleido,
-                    test_settings=dict(theta1=64, theta2=64, low_bits=7, metric="mean_abs"),
-                    null_settings=dict(theta1=0, theta2=0))
+@register_technique(family=KALEIDO, needs_accelerator=True, colour="#d62728", grid=_grid, config=KaleidoConfig, handler=_apply_kaleido)
 class KaleidoMethod(Method):
     name = "kaleido"
     Settings = KaleidoSettings
