@@ -36,7 +36,7 @@ def _core_and_ctx(method, grid: TokenGrid, batch: int, layer: int = 0, step: int
     model = _wan()
     handle = method.apply(model)
     core = model.blocks[layer].attn1.processor.core.fn  # the method's attention function in Wan's processor
-    call = CallInfo(grid, batch, 0, 500.0, step, 0, 0)
+    call = CallInfo(grid, step, 500.0, batch=batch)
     return core, AttnContext(layer, call, torch.zeros(batch, grid.n_grid, 16), handle)
 
 

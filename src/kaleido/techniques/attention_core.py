@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from kaleido.reuse import TokenGrid
 
 from kaleido.techniques._merge import merged_attention
-from kaleido.techniques.handle import CallInfo, MethodHandle
+from kaleido.techniques.call_context import CallInfo
+from kaleido.techniques.handle import MethodHandle
 
 
 def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from kaleido.techniques.handle import EVENTS, CallInfo, MethodHandle
+from kaleido.techniques.call_context import CallInfo
+from kaleido.techniques.handle import EVENTS, MethodHandle
 from kaleido.techniques.ledger import OpLedger
 from kaleido.techniques.method_report import MethodReport
 from kaleido.ops import BLOCK_KINDS

@@ -51,8 +51,10 @@ import torch
 from kaleido.reuse import OpCounts
 
 from kaleido.techniques.base import Method, check_range
-from kaleido.techniques.handle import CallInfo, MethodHandle
-from kaleido.techniques.kaleido_reuse.method import calibrated_setting, is_few_step
+from kaleido.techniques.call_context import CallInfo
+from kaleido.techniques.handle import MethodHandle
+from kaleido.techniques.kaleido_reuse.method import calibrated_setting
+from kaleido.techniques.sweep_policy import is_few_step
 from kaleido.techniques.method_report import MethodReport
 from kaleido.techniques.registry import STEP_CACHE, GridUnavailable, module_available, register_technique
 

@@ -12,10 +12,10 @@ for it (skipped), stacked or alone, and ``computed + skipped`` of every op kind 
 call's dense count (:class:`~kaleido.techniques.shapes.ModelShapes`).  A linear that runs on
 other rows than the call's shapes plan raises ``ValueError`` (the accounting would be wrong).
 
-Steps and slots.  The handle registers a :class:`~kaleido.techniques.kaleido_reuse.hooks.ContextHook`
+Steps and slots.  The handle registers a :class:`~kaleido.techniques.call_context.ContextHook`
 on the transformer, so it sees the cache context the pipeline sets around each call
 (``with transformer.cache_context("cond", step_index=i, ...)``).  Under a context, the
-call's step follows Kaleido's own rule (:class:`~kaleido.techniques.kaleido_reuse.runtime.StepCounter`:
+call's step follows Kaleido's own rule (:class:`~kaleido.techniques.call_context.StepCounter`:
 the context's ``step_index``, else the number of earlier calls in that context; a step
 index or timestep that goes back up starts a new generation), and its slot is the order
 in which its context's name first appeared in the generation (``"cond"`` 0, ``"uncond"``
@@ -35,13 +35,13 @@ answers :meth:`MethodHandle.accel_trace`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
 import torch
 
 from kaleido.reuse import TokenGrid
 
+from kaleido.techniques.call_context import CallInfo, ContextHook, StepCounter, as_float, remove_hook
 from kaleido.techniques.ledger import OpLedger, check_new_name
 from kaleido.techniques.method_report import MethodReport
 from kaleido.ops import BLOCK_KINDS
@@ -65,22 +65,6 @@ EVENTS: dict[str, str] = {
 }
 
 
-@dataclass
-class CallInfo:
-    """What the handle knows about the transformer call in progress."""
-
-    grid: TokenGrid
-    batch: int
-    text_len: int
-    timestep: float
-    step: int  # denoising step index within the current generation (0-based)
-    slot: int  # 0 for the first call of a step (cond), 1 for the second (uncond), ...
-    generation: int  # counts generations (a new one starts when the step or timestep goes back up)
-    context: str | None = None  # the pipeline's cache context name (None: a call outside any context)
-    num_steps: int | None = None  # the number of steps, when the pipeline passes it to the context
-
-
-
 class MethodHandle:
     """A method applied to one transformer: observes calls, keeps counts, undoes itself.
 
@@ -91,7 +75,6 @@ class MethodHandle:
 
     def __init__(self, method: "AppliedMethod", transformer: torch.nn.Module) -> None:
         from kaleido.models.adapter import adapter_for
-        from kaleido.techniques.kaleido_reuse.runtime import StepCounter
 
         self.method = method
         self.transformer = transformer
@@ -136,10 +119,9 @@ class MethodHandle:
 
     # -- observation ------------------------------------------------------------------
     def _register_context_hook(self):
-        """A :class:`~kaleido.techniques.kaleido_reuse.hooks.ContextHook` on the transformer, under a name of this handle's."""
+        """A :class:`~kaleido.techniques.call_context.ContextHook` on the transformer, under a name of this handle's."""
         from diffusers.hooks import HookRegistry
 
-        from kaleido.techniques.kaleido_reuse.hooks import ContextHook, remove_hook
 
         hook, name = ContextHook(), f"baseline_context_{id(self)}"
         HookRegistry.check_if_exists_or_initialize(self.transformer).register_hook(hook, name)
@@ -184,15 +166,14 @@ class MethodHandle:
         return name, num_steps
 
     def _pre_call(self, module, args, kwargs):
-        from kaleido.techniques.kaleido_reuse.runtime import as_float
-
         inputs = self.adapter.bound_inputs(module, args, kwargs)
         grid = self.adapter.grid(module, inputs)
         B, L = self.adapter.batch_size(inputs), self.adapter.text_len(inputs)
         ts = as_float(self.adapter.timestep(inputs))
         t = 0.0 if ts is None else ts
         context, num_steps = self._step_and_slot(t, ts)
-        self.call = CallInfo(grid, B, L, t, self._step, self._slot, self._generation, context, num_steps)
+        self.call = CallInfo(grid, self._step, t, context, num_steps, batch=B, text_len=L, slot=self._slot,
+                             generation=self._generation)
         self.calls += 1
         self.gemms = self.shapes.gemms(B, grid.n_grid, L)
         self._ran = set()

@@ -52,7 +52,8 @@ from pathlib import Path
 
 from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
-from kaleido.techniques.kaleido_reuse.method import QK_ONLY, calibrated_setting, is_few_step
+from kaleido.techniques.kaleido_reuse.method import calibrated_setting
+from kaleido.techniques.sweep_policy import QK_ONLY, is_few_step
 from kaleido.techniques.registry import STEP_CACHE, GridUnavailable, register_technique
 
 #: Wan's self-attention and feed-forward modules, the default TaylorSeer caches there (diffusers' own

@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping
 import torch
 
 from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF, KaleidoConfig
-from kaleido.techniques.kaleido_reuse.hooks import GRID_HOOK, GridCaptureHook, remove_hook
+from kaleido.techniques.call_context import remove_hook
+from kaleido.techniques.kaleido_reuse.hooks import GRID_HOOK, GridCaptureHook
 from kaleido.techniques.kaleido_reuse.linear import LINEAR_HOOK, ActivationOwner, DenseCounter, LinearReuseHook
 from kaleido.techniques.kaleido_reuse.attention import ReuseCore
 from kaleido.models.adapter import adapter_for, feed_forwards

@@ -30,6 +30,7 @@ from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
 from kaleido.techniques.method_report import MethodReport
 from kaleido.techniques.registry import KALEIDO, register_technique
+from kaleido.techniques.sweep_policy import QK_ONLY, calibrated_config_name, is_few_step
 from kaleido.ops import BLOCK_KINDS
 
 #: the ReuseConfig keys the flat settings set for every op
@@ -190,10 +191,6 @@ class _KaleidoHandle(MethodHandle):
         super().remove()
 
 
-#: Kaleido on self-attention q.k^T only (like the attention baselines it is matched against)
-QK_ONLY = dict(cross_qk=False, proj=False, ffn=False)
-
-
 def packaged_config_setting(name: str) -> list[dict]:
     """``[{"config": ..., "label": name}]`` for a packaged KaleidoConfig (none when it is not shipped)."""
     from kaleido.techniques.kaleido_reuse.config import packaged_configs
@@ -201,29 +198,6 @@ def packaged_config_setting(name: str) -> list[dict]:
     if name not in packaged_configs():
         return []
     return [dict(config=KaleidoConfig.load(name).to_dict(), label=name)]
-
-
-#: the step counts at and below which a sweep is a few-step regime (docs/few-step.md): every technique adds
-#: the points that make sense there (its most aggressive useful one included)
-FEW_STEPS = 8
-
-
-def is_few_step(steps: int | None) -> bool:
-    """Whether a sweep at ``steps`` denoising steps is a few-step regime (:data:`FEW_STEPS`)."""
-    return steps is not None and int(steps) <= FEW_STEPS
-
-
-def calibrated_config_name(pipeline: str, steps: int | None) -> str | None:
-    """The packaged KaleidoConfig calibrated (``kaleido calibrate``) for ``pipeline`` at ``steps``: the distilled
-    student's own (``tiny-turbo-default``), the teacher's at few steps (``tiny-8-steps``), else ``tiny-default``
-    for the miniature pipeline; ``None`` for the random test pipeline."""
-    if pipeline == "random-wan":
-        return None
-    if pipeline in ("tiny-turbo", "tiny-rcm"):  # the distilled students: each one's own
-        return f"{pipeline}-default"
-    if pipeline == "tiny" and is_few_step(steps):
-        return "tiny-8-steps"
-    return "tiny-default"
 
 
 def calibrated_setting(pipeline: str, steps: int | None) -> list[dict]:

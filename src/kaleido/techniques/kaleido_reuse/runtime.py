@@ -17,8 +17,8 @@ Steps and generations
   a call starts over (its step index or timestep goes back up).  The finished
   generation's records become :attr:`KaleidoRuntime.last_trace`.
 
-:class:`StepCounter` is that rule, defined once: Kaleido's runtime and every baseline's
-handle (:class:`kaleido.techniques.base.MethodHandle`, which adds the call's slot: the
+:class:`~kaleido.techniques.call_context.StepCounter` is that rule, defined once: Kaleido's runtime and
+every baseline's handle (:class:`kaleido.techniques.base.MethodHandle`, which adds the call's slot: the
 order in which the step's contexts first appeared) count steps with it.
 """
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import time
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,57 +37,12 @@ from kaleido.reuse.groups import ChannelGroups
 from kaleido.reuse.memory import Scratch
 from kaleido.reuse.modes import MAX_PATTERN_GROUPS, Mode, ModeMap
 
+from kaleido.techniques.call_context import CallInfo, StepCounter
 from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF, KaleidoConfig
 from kaleido.trace import DENSE_OP, ReuseTrace, TraceRecord, counts_on_device, dense_counts
 
 if TYPE_CHECKING:
     from kaleido.models.adapter import ModelAdapter
-
-
-class StepCounter:
-    """The step of a transformer call from its cache context (the rule of "Steps and generations" above).
-
-    Per call: :meth:`restarts` (does it start a new generation?), :meth:`step` (its step index),
-    then :meth:`record` once it is counted; :meth:`clear` forgets the generation.
-    """
-
-    def __init__(self) -> None:
-        self._calls: dict[str, int] = {}
-        self._last_step: dict[str, int] = {}
-        self._last_t: dict[str, float] = {}
-
-    def restarts(self, context: str, step_index: int | None, timestep: float | None) -> bool:
-        """The call starts over: its context's step index, or without one its timestep, goes back up."""
-        if step_index is not None:
-            return step_index < self._last_step.get(context, -1)
-        last_t = self._last_t.get(context)
-        return timestep is not None and last_t is not None and timestep > last_t + 1e-6
-
-    def step(self, context: str, step_index: int | None) -> int:
-        """The context's ``step_index``, else the number of earlier calls in the same context."""
-        return int(step_index) if step_index is not None else self._calls.get(context, 0)
-
-    def record(self, context: str, step: int, timestep: float | None) -> None:
-        self._calls[context] = step + 1
-        self._last_step[context] = step
-        if timestep is not None:
-            self._last_t[context] = timestep
-
-    def clear(self) -> None:
-        self._calls.clear()
-        self._last_step.clear()
-        self._last_t.clear()
-
-
-@dataclass
-class CallInfo:
-    """The transformer call in progress."""
-
-    grid: TokenGrid
-    context: str
-    step: int
-    num_steps: int | None
-    timestep: float | None
 
 
 class KaleidoRuntime:
@@ -132,7 +86,7 @@ class KaleidoRuntime:
         step = self.steps.step(context, step_index)
         if num_steps is None:
             num_steps = self.num_steps_override
-        self.call = CallInfo(grid, context, step, num_steps, timestep)
+        self.call = CallInfo(grid, step, timestep, context, num_steps)
         self._grids = {}
         self._decision = None
         self._owned = None
@@ -390,17 +344,4 @@ class KaleidoRuntime:
 def switch_of(op: str) -> str:
     return OP_SWITCH_OF[op]
 
-
-def as_float(x: Any) -> float | None:
-    """A scalar timestep from a tensor/number (first element), or ``None``."""
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor):
-        if x.numel() == 0:
-            return None
-        return float(x.reshape(-1)[0].item())
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return None
 
