@@ -144,6 +144,16 @@ def write_csv(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
     return [summ, per_op]
 
 
+def _save_png(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    with open_atomic(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
     """Bars per workload, utilisation per dispatcher level, and the 480p -> 720p trend."""
     import matplotlib
@@ -170,10 +180,7 @@ def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
     ax.set_title("Kaleido per workload")
     ax.legend()
     fig.tight_layout()
-    files.append(out_dir / "speedup_per_workload.png")
-    with open_atomic(files[-1], "wb") as f:
-        fig.savefig(f, format="png", dpi=120)
-    plt.close(fig)
+    files.append(_save_png(fig, out_dir / "speedup_per_workload.png"))
 
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(names)), 4))
     levels = ("dense_array", *LEVELS)
@@ -186,10 +193,7 @@ def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
     ax.set_title("PE utilisation: no dispatcher / scheduler / scheduler + matcher")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    files.append(out_dir / "utilisation.png")
-    with open_atomic(files[-1], "wb") as f:
-        fig.savefig(f, format="png", dpi=120)
-    plt.close(fig)
+    files.append(_save_png(fig, out_dir / "utilisation.png"))
 
     models = sorted({n.rsplit("-", 1)[0] for n in names if n.endswith(("480p", "720p"))})
     pairs = [m for m in models if f"{m}-480p" in results and f"{m}-720p" in results]
@@ -202,10 +206,7 @@ def plot_all(results: dict[str, SimResult], out_dir: Path) -> list[Path]:
         ax.set_title("480p -> 720p trend")
         ax.legend(fontsize=8)
         fig.tight_layout()
-        files.append(out_dir / "trend_480p_720p.png")
-        with open_atomic(files[-1], "wb") as f:
-            fig.savefig(f, format="png", dpi=120)
-        plt.close(fig)
+        files.append(_save_png(fig, out_dir / "trend_480p_720p.png"))
     return files
 
 
