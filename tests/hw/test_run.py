@@ -94,6 +94,9 @@ def test_what_a_baseline_cannot_do_and_files_of_no_known_kind_get_one_line(recor
     res = CliRunner().invoke(cli, ["simulate", "-w", WL, "--trace", str(recorded["cambricon_d"][1]), "--chip",
                                    "iso-power"])
     assert res.exit_code == 2 and "a cambricon_d trace is replayed on one array: drop --chip / --arrays" in res.output
+    res = CliRunner().invoke(cli, ["simulate", "-w", WL, "--trace", str(recorded["cambricon_d"][1]), "--anchor-pricing",
+                                   "register"])  # a Kaleido-only option is refused, not silently ignored
+    assert res.exit_code == 2 and "--anchor-pricing: Kaleido's design only; a cambricon_d trace is replayed" in " ".join(res.output.split())
     f = tmp_path / "other.json"
     f.write_text(json.dumps({"format": "something-else", "version": 1}))
     res = CliRunner().invoke(cli, ["simulate", "-w", WL, "--profile", str(f)])

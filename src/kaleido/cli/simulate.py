@@ -66,7 +66,7 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
                                  anchor_pricing=anchor_pricing, complementary=not no_pairs)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    if run.carry_message() and not as_json and run.replays:
+    if run.carry_message() and not as_json:  # with --json the carry is in each result's "notes"
         click.echo(run.carry_message(), err=True)
     if run.replays:
         pes = run.pes
@@ -82,8 +82,6 @@ def simulate(workload, trace, profile, transfer, array, clock, dataflow, timing,
                 click.echo(f"wrote {Path(out) / 'result.json'}")
         return
     results = run.results
-    if run.carry_message() and not as_json:  # with --json the carry is in each result's "notes"
-        click.echo(run.carry_message(), err=True)
     if as_json:
         click.echo(json.dumps({n: {k: v for k, v in r.to_dict().items() if k != "gemms"} for n, r in results.items()},
                               indent=1, default=float))

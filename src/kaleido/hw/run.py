@@ -126,6 +126,12 @@ def simulate_workloads(workload: str, *, trace: str | None = None, profile: str 
     kib = parse_buffers(buffers)
     cfg = ArrayConfig(R, C, clock, dataflow, timing, BufferConfig(*kib, dram_gbps=dram_gbps), low_bits)
     if isinstance(prof, BaselineProfile):
+        kaleido_only = [flag for flag, given in (("--anchor-pricing", anchor_pricing != "mapped"),
+                                                 ("--no-complementary-pairs", not complementary),
+                                                 ("--a100-precision", a100_precision != "bf16")) if given]
+        if kaleido_only:
+            raise ValueError(f"{', '.join(kaleido_only)}: Kaleido's design only; a {prof.method} trace is replayed by "
+                             "its own design, so drop it")
         return _replay_workloads(wls, prof, notes, cfg, static_w, chip_name, arrays)
     a100 = A100Config(precision=a100_precision)
     chip = None
