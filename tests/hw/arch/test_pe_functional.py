@@ -8,7 +8,8 @@ import kaleido.reuse.config as cfg_mod
 import kaleido.reuse.matmul as mm_mod
 import kaleido.reuse.quant as q
 from kaleido.hw.arch.kaleido_pe import PEMode, mode_cycle_cost, pack_pair, pe_tile_products, split_multiply
-from kaleido.reuse import ChannelGroups, Mode, ModeMap, TokenGrid
+from kaleido.reuse import ChannelGroups, Mode, TokenGrid
+from tests.hw.mode_maps import random_map
 
 
 def test_split_multiplier_is_exact_for_every_operand_pair():
@@ -47,30 +48,6 @@ def _random_case(seed, low_bits, prefix=0, suffix=0):
     return grid, groups, torch.tensor(A, dtype=torch.int8), torch.tensor(B, dtype=torch.int8), rng
 
 
-def _random_map(A_q, grid, groups, low_bits, rng):
-    """A random valid mode map: PARTIAL only where the difference to eff(ref) fits."""
-    S, G = A_q.shape[0], len(groups)
-    modes = np.zeros((S, G), np.uint8)
-    A = A_q.numpy().astype(np.int64)
-    lim = 1 << (low_bits - 1)
-    for g, (sl, axis) in enumerate(zip(groups.slices, groups.axes)):
-        ref = grid.ref_index(axis).numpy()
-        eff = A[:, sl].copy()
-        for j in range(grid.n_grid):
-            i = grid.prefix + j
-            if ref[j] < 0:
-                continue
-            r = grid.prefix + ref[j]
-            choice = rng.integers(0, 3)
-            d = A[i, sl] - eff[r]
-            if choice == 2:
-                modes[i, g] = Mode.FULL
-                eff[i] = eff[r]
-            elif choice == 1 and d.min() >= -lim and d.max() < lim:
-                modes[i, g] = Mode.PARTIAL
-    return ModeMap(torch.tensor(modes), grid, groups, low_bits)
-
-
 def _oracle(A_q, B_q, mm):
     """SPEC §3 semantics in plain numpy: C_g[i] = eff_g[i] . B_g."""
     A, B = A_q.numpy().astype(np.int64), B_q.numpy().astype(np.int64)
@@ -91,7 +68,7 @@ def _oracle(A_q, B_q, mm):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_tile_matches_spec_oracle(seed, low_bits):
     grid, groups, A, B, rng = _random_case(seed, low_bits, prefix=2 if seed == 1 else 0, suffix=3 if seed == 2 else 0)
-    mm = _random_map(A, grid, groups, low_bits, rng)
+    mm = random_map(A, grid, groups, low_bits, rng)
     assert (mm.modes.numpy() == Mode.PARTIAL).any() and (mm.modes.numpy() == Mode.FULL).any()
     assert np.array_equal(pe_tile_products(A, B, mm), _oracle(A, B, mm))
 

@@ -20,28 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 from kaleido.reuse import ChannelGroups, Mode, ModeMap, TokenGrid, int8_group_products, reuse_matmul  # noqa: E402
 from kaleido.reuse import ReuseConfig, quantize, quantize_columns  # noqa: E402
 from kaleido.hw.rtl.harness import RTL_LEVELS, model_dense_cycles, model_tile, run_dense_tile, run_kaleido_tile  # noqa: E402
-
-
-def random_map(A, grid, groups, low_bits, rng, p):
-    """A valid mode map: each item FULL / PARTIAL (where its difference fits) / COMPUTE with weights ``p``."""
-    S, G = A.shape[0], len(groups)
-    modes = np.zeros((S, G), np.uint8)
-    lim = 1 << (low_bits - 1)
-    for g, (sl, axis) in enumerate(zip(groups.slices, groups.axes)):
-        ref = grid.ref_index(axis).numpy()
-        eff = A[:, sl].copy()
-        for j in range(grid.n_grid):
-            if ref[j] < 0:
-                continue
-            i, r = grid.prefix + j, grid.prefix + ref[j]
-            choice = rng.choice(3, p=p)
-            d = A[i, sl] - eff[r]
-            if choice == 2:
-                modes[i, g] = Mode.FULL
-                eff[i] = eff[r]
-            elif choice == 1 and d.min() >= -lim and d.max() < lim:
-                modes[i, g] = Mode.PARTIAL
-    return ModeMap(torch.tensor(modes), grid, groups, low_bits)
+from tests.hw.mode_maps import random_map  # noqa: E402
 
 
 def core_products(A, B, mm):
