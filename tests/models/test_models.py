@@ -50,7 +50,7 @@ def test_zero_thresholds_equal_dense(case):
 
 def test_reuse_on_static_video_and_trace_content(case):
     model = case.build()
-    report = kaleido.apply(model, AGGRESSIVE)
+    report = kaleido.apply(model, AGGRESSIVE).patched
     n_layers = report.to_dict()
     assert report.n_active > 0 and report.attention and report.linears
     run(model, case.inputs(static=True))
@@ -141,7 +141,7 @@ def test_per_layer_override_and_disabled_ops(case):
         "ops": {"proj": {"enabled": False}},
         "layers": {"0": {"self_qk": {"enabled": False}}},
     })
-    report = kaleido.apply(model, cfg)
+    report = kaleido.apply(model, cfg).patched
     assert all(not m.active_ops for m in report.linears if m.ops[0].startswith("proj_"))
     run(model, case.inputs(static=True))
     trace = get_trace(model)

@@ -162,7 +162,7 @@ ALL_FAMILIES = ROPE_FAMILIES + [
 
 
 def _self_qk_record(model, fam: Family, x: torch.Tensor):
-    report = kaleido.apply(model, SELF_QK_ONLY)
+    report = kaleido.apply(model, SELF_QK_ONLY).patched
     with torch.no_grad():
         model(**fam.inputs(model, x))
     rec = next(r for r in get_trace(model).records if r.op == "self_qk")

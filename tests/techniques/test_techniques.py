@@ -74,7 +74,7 @@ def test_apply_dispatches_on_the_config_type_and_remove_undoes_all(random_pipe, 
     rep = techniques.apply(tr, [METHODS["taylorseer"].Settings(cache_interval=3, disable_cache_before_step=1),
                                 KaleidoConfig()])
     assert techniques.applied(tr) == ["taylorseer", "kaleido"]
-    assert rep[1].n_active > 0  # Kaleido's ApplyReport says what it patched
+    assert rep[1].patched.n_active > 0 and "Kaleido patched" in rep[1].summary()  # what Kaleido patched
     frames = generate()
     assert not np.array_equal(frames, dense_frames)
     trace = techniques.remove(tr)
@@ -115,3 +115,59 @@ def test_a_list_follows_the_stacks_rules(random_pipe):
     with pytest.raises(ValueError, match="both step caches"):
         techniques.apply(tr, [METHODS["taylorseer"].Settings(), METHODS["fbcache"].Settings()])
     assert techniques.applied(tr) == []
+
+
+def _torch_hooks(module):
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in module.modules())
+
+
+def test_kaleido_answers_with_the_handle_every_technique_does(random_pipe, generate, dense_frames):
+    """kaleido.apply(KaleidoConfig) returns a MethodHandle like a baseline's: report, simulator traces, summary,
+    remove; the same counts as KaleidoMethod through the comparison's path."""
+    from kaleido.techniques.handle import MethodHandle
+    from kaleido.techniques.kaleido_reuse.method import KaleidoMethod
+
+    tr = random_pipe[0].transformer
+    before = _torch_hooks(tr)
+    cfg = KaleidoConfig()
+    handle = techniques.apply(tr, cfg)
+    assert isinstance(handle, MethodHandle) and handle.records_trace and not handle.removed
+    assert handle.summary() == handle.patched.summary() and handle.summary().startswith("Kaleido patched")
+    frames = generate()
+    report, traces = handle.report(), handle.simulator_traces()
+    assert set(traces) == {"kaleido"} and report.method == "kaleido" and report.calls > 0
+    trace = techniques.remove(tr)
+    assert handle.removed and trace.summary() == traces["kaleido"].summary()
+    assert _torch_hooks(tr) == before and techniques.applied(tr) == []
+    np.testing.assert_array_equal(generate(), dense_frames)
+
+    other = KaleidoMethod.from_config(cfg).apply(tr)  # the comparison's path: the same handle, the same counts
+    try:
+        np.testing.assert_array_equal(generate(), frames)
+        assert {k: v.to_dict() for k, v in other.report().op_counts.items()} == \
+            {k: v.to_dict() for k, v in report.op_counts.items()}
+    finally:
+        other.remove()
+
+
+def test_a_handle_follows_kaleido_removed_behind_the_front_doors_back(random_pipe, generate, dense_frames):
+    from kaleido.techniques.kaleido_reuse import remove as remove_runtime
+
+    tr = random_pipe[0].transformer
+    before = _torch_hooks(tr)
+    handle = techniques.apply(tr, KaleidoConfig())
+    generate()
+    trace = remove_runtime(tr)  # Kaleido's own remove: the handle is undone with it and keeps the trace
+    assert handle.removed and handle.recorded_trace() is trace and trace is not None
+    assert techniques.applied(tr) == [] and _torch_hooks(tr) == before
+    np.testing.assert_array_equal(generate(), dense_frames)
+    handle.remove()  # a second removal is a no-op
+
+
+def test_remove_returns_the_report_of_a_technique_that_records_no_trace(random_pipe, generate):
+    tr = random_pipe[0].transformer
+    handle = techniques.apply(tr, METHODS["tome"].Settings())
+    assert not handle.records_trace and handle.summary().startswith("tome applied to WanTransformer3DModel")
+    generate()
+    report = techniques.remove(tr)
+    assert report.method == "tome" and report.calls > 0 and handle.removed

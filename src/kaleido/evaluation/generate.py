@@ -34,7 +34,7 @@ from kaleido.heap import return_free_heap
 from kaleido.tiny.pipeline import PromptWarning, TinyWanPipeline, demo_settings, native_sampler, unknown_words_message
 from kaleido.tiny.pipeline import truncation_message as _tokens_message
 
-from kaleido.techniques.kaleido_reuse.apply import apply, get_trace, remove
+from kaleido.techniques.front_door import apply
 from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 from kaleido.trace import ReuseTrace, merge_summaries
 
@@ -200,8 +200,9 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
     an untimed Kaleido warm-up first (its trace is discarded: each pipeline call starts a new one).
     ``progress``: as :func:`dense_runs` (bars labelled "``desc`` i/n")."""
     results = []
-    report = apply(pipe.transformer, config)
-    patched = {"summary": report.summary(), "active_ops": report.ops_by_kind(),
+    handle = apply(pipe.transformer, config)  # Kaleido's handle, as for every technique
+    report = handle.patched
+    patched = {"summary": handle.summary(), "active_ops": report.ops_by_kind(),
                "attention": len(report.attention), "linears": len(report.linears),
                "dense_counted": len(report.dense_counted)}
     try:
@@ -211,7 +212,7 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
         for i, ((p, s), (ref, wall_d, tr_d)) in enumerate(items):
             label_progress(pipe, f"{desc} {i + 1}/{len(items)}", progress)
             frames, wall_k, tr_k = generate(pipe, p, s, settings)
-            trace = get_trace(pipe.transformer)
+            trace = handle.recorded_trace()
             if trace is None:
                 raise RuntimeError("Kaleido recorded no trace: the pipeline never called the patched transformer")
             cmp = compare_videos(ref, frames, lpips=lpips)
@@ -220,7 +221,7 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
                 "dense_transformer": tr_d, "kaleido_transformer": tr_k,
             }, patched))
     finally:
-        remove(pipe.transformer)
+        handle.remove()
     return results
 
 

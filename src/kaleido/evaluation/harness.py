@@ -8,10 +8,9 @@ and SSIM on RGB in [0, 1], the evaluation protocol of Sparse VideoGen and the Ka
 paper), and the compute is read from the method's own per-op-kind counts (8-bit-equivalent
 MACs).
 
-A method is anything with ``.name``, ``.settings_dict()`` and ``.apply(transformer)``
-returning a handle with ``.report()`` (a :class:`~kaleido.techniques.catalog.MethodReport`)
-and ``.remove()``: every baseline, and Kaleido through
-:class:`kaleido.techniques.kaleido_reuse.method.KaleidoMethod`.
+A method is anything with ``.name``, ``.settings_dict()`` and ``.apply(transformer)`` returning a
+:class:`~kaleido.techniques.handle.TechniqueHandle` (``.report()``, ``.simulator_traces()``, ``.remove()``):
+every baseline, a stack, and Kaleido through :class:`kaleido.techniques.kaleido_reuse.method.KaleidoMethod`.
 """
 
 from __future__ import annotations
@@ -97,8 +96,7 @@ def run_against_dense(pipe, call: dict, method, prompt: str, seed: int,
     try:
         video, wall, _ = generate(pipe, prompt, seed, settings)
         report = handle.report()
-        traces = handle.simulator_traces() if hasattr(handle, "simulator_traces") else {}
-        report.extra.update(simulator_profile_extras(traces))
+        report.extra.update(simulator_profile_extras(handle.simulator_traces()))
     finally:
         handle.remove()
     res = HarnessResult(method.name, method.settings_dict(), prompt, int(seed), video_quality(video, dense_video),

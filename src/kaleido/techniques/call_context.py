@@ -158,3 +158,19 @@ def remove_hook(module: torch.nn.Module, name: str) -> None:
         fwd = module.__dict__.get("forward")
         if fwd is not None and getattr(fwd, "__func__", None) is type(module).forward:
             del module.forward
+
+
+#: the attribute a PyTorch hook function carries when it reads only its tensors' shapes (a handle's "gemm ran"
+#: hook): such a hook cannot see an operand decided in place, so Kaleido's in-place decisions stay on beside it
+SHAPES_ONLY = "_kaleido_reads_shapes_only"
+
+
+def reads_shapes_only(fn: Any) -> Any:
+    """Mark the hook function ``fn`` as reading only the shapes of what it is handed (see :data:`SHAPES_ONLY`)."""
+    setattr(fn, SHAPES_ONLY, True)
+    return fn
+
+
+def sees_tensors(hook: Any) -> bool:
+    """Whether the PyTorch hook ``hook`` may read or keep the tensors it is handed (not marked shapes-only)."""
+    return not getattr(hook, SHAPES_ONLY, False)

@@ -5,11 +5,11 @@ picks the handler.  Both come from the one technique registry
 (:mod:`kaleido.techniques.registry`: each technique's ``config`` type and ``handler``), so a
 technique registered there is a config here with nothing added.  Configs:
 
-* :class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` - Kaleido itself (handler:
-  :func:`kaleido.techniques.kaleido_reuse.apply.apply`, returns its :class:`ApplyReport`);
+* :class:`~kaleido.techniques.kaleido_reuse.KaleidoConfig` - Kaleido itself (handler: its
+  :class:`~kaleido.techniques.kaleido_reuse.method.KaleidoHandle`, which honours ``filter_fn``);
 * each baseline's settings dataclass (``kaleido.techniques.catalog.METHODS[name].Settings``: Sparse
   VideoGen, block top-k, ToMe, AdapTiV, EXION, Cambricon-D, PAB, FirstBlockCache,
-  TaylorSeer, MagCache, ...) - handler: the baseline's ``Method.apply``, returns its handle (``report()``);
+  TaylorSeer, MagCache, ...) - handler: the baseline's ``Method.apply``;
 * a list of configs - a stack, applied in order (e.g. TaylorSeer, then Kaleido), under the rules of
   :func:`kaleido.techniques.stack.check_composable` (one step cache, one technique per op kind) and undone
   back to what was applied before it when it fails part-way (:func:`kaleido.techniques.stack.apply_in_order`,
@@ -17,10 +17,14 @@ technique registered there is a config here with nothing added.  Configs:
 
 Every config round-trips through a plain mapping (:func:`config_to_dict` /
 :func:`config_from_dict`, JSON or YAML: ``{"technique": "tome", "ratio": 0.3}``; a
-mapping without ``technique`` is a KaleidoConfig, as before).  :func:`remove` undoes
-whatever :func:`apply` put on the transformer, last first, and returns Kaleido's trace
-when Kaleido was among them (else the last technique's report).  What was applied lives
-on the transformer (attribute ``_kaleido_techniques``), never in this module.
+mapping without ``technique`` is a KaleidoConfig).  Every technique answers with the same kind
+of handle (:class:`~kaleido.techniques.handle.TechniqueHandle`: ``report()``, ``summary()``,
+``simulator_traces()``, ``recorded_trace()``, ``remove()``), and nothing here knows a technique by
+name.  :func:`remove` undoes whatever :func:`apply` put on the transformer, last first, and
+returns the trace the removed techniques recorded (that of the last one applied that records one:
+Kaleido's :class:`~kaleido.trace.ReuseTrace`, an accelerator baseline's decisions), else the last
+technique's report.  What was applied lives on the transformer (attribute
+``_kaleido_techniques``), never in this module.
 """
 
 from __future__ import annotations
@@ -130,8 +134,8 @@ def _as_config(config: Any) -> Any:
 
 def apply(transformer: torch.nn.Module, config: Any = None, *,
           filter_fn: Callable[[str, torch.nn.Module], bool] | None = None) -> Any:
-    """Apply ``config`` (see the module docstring) to ``transformer`` in place; returns what its handler
-    returns (Kaleido: an ``ApplyReport``; a baseline: its handle; a list: a list of those)."""
+    """Apply ``config`` (see the module docstring) to ``transformer`` in place; returns its technique's handle
+    (a list of configs: a list of handles, in order)."""
     cfg = _as_config(config)
     if isinstance(cfg, list):
         if not cfg:
@@ -144,13 +148,13 @@ def apply(transformer: torch.nn.Module, config: Any = None, *,
                               lambda _: _remove_last(transformer))
     _forget_removed(transformer)
     t = _technique_of(cfg)
-    result = (t.handler or _method_handler)(transformer, cfg, filter_fn)
+    handle = (t.handler or _method_handler)(transformer, cfg, filter_fn)
     applied = getattr(transformer, _APPLIED_ATTR, None)
     if applied is None:
         applied = []
         setattr(transformer, _APPLIED_ATTR, applied)  # a plain list: stored in the module's __dict__
-    applied.append((t.name, result))
-    return result
+    applied.append((t.name, handle))
+    return handle
 
 
 def _method_handler(transformer, config, filter_fn):
@@ -163,13 +167,11 @@ def _method_handler(transformer, config, filter_fn):
 
 
 def _forget_removed(transformer: torch.nn.Module) -> None:
-    """Drop a Kaleido entry whose runtime was removed behind this module's back
-    (``kaleido.techniques.kaleido_reuse.remove`` called directly)."""
-    from kaleido.techniques.kaleido_reuse.apply import is_applied
-
+    """Drop the entries whose handle was removed behind this module's back (e.g. Kaleido's runtime removed
+    with ``kaleido.techniques.kaleido_reuse.remove``: its handle follows it)."""
     stack = getattr(transformer, _APPLIED_ATTR, None)
-    if stack and not is_applied(transformer):
-        stack[:] = [(n, h) for n, h in stack if n != "kaleido"]
+    if stack:
+        stack[:] = [(n, h) for n, h in stack if not h.removed]
 
 
 def applied(transformer: torch.nn.Module) -> list[str]:
@@ -178,43 +180,37 @@ def applied(transformer: torch.nn.Module) -> list[str]:
     return [n for n, _ in getattr(transformer, _APPLIED_ATTR, [])]
 
 
+def handles(transformer: torch.nn.Module) -> list:
+    """The handles :func:`apply` returned for what is still on ``transformer``, in the order applied."""
+    _forget_removed(transformer)
+    return [h for _, h in getattr(transformer, _APPLIED_ATTR, [])]
+
+
 def remove(transformer: torch.nn.Module) -> Any:
     """Undo every technique :func:`apply` put on ``transformer`` (last first).
 
-    Returns Kaleido's :class:`~kaleido.trace.ReuseTrace` when Kaleido was applied
-    (``None`` if nothing ran), else the last technique's report.  A transformer with
-    Kaleido applied by :func:`kaleido.techniques.kaleido_reuse.apply.apply` directly is undone too.
+    Returns the :class:`~kaleido.trace.ReuseTrace` recorded by the last technique applied that records one
+    (Kaleido: the generation's trace, ``None`` if nothing ran), else the last technique's report.
     """
-    from kaleido.techniques.kaleido_reuse.apply import is_applied
-    from kaleido.techniques.kaleido_reuse.apply import remove as remove_kaleido
-
     _forget_removed(transformer)
     stack = getattr(transformer, _APPLIED_ATTR, None)
     if not stack:
         if stack is not None:
             delattr(transformer, _APPLIED_ATTR)
-        if is_applied(transformer):
-            return remove_kaleido(transformer)
         raise ValueError(f"Kaleido is not applied to this {type(transformer).__name__}, nor any other technique; "
                          "call kaleido.apply first")
-    result, trace, seen_kaleido = None, None, False
+    removed = []  # (handle, report), last applied first
     while stack:
-        name, out = _remove_last(transformer)
-        if name == "kaleido":
-            trace, seen_kaleido = out, True
-        elif result is None:
-            result = out
+        removed.append(_remove_last(transformer, with_report=not removed))
     delattr(transformer, _APPLIED_ATTR)
-    return trace if seen_kaleido else result
+    recorder = next((h for h, _ in removed if h.records_trace), None)
+    return recorder.recorded_trace() if recorder is not None else removed[0][1]
 
 
-def _remove_last(transformer: torch.nn.Module) -> tuple[str, Any]:
-    """Undo the technique applied last: ``(name, Kaleido's trace or the baseline's report)``."""
-    from kaleido.techniques.kaleido_reuse.apply import remove as remove_kaleido
-
-    name, handle = getattr(transformer, _APPLIED_ATTR).pop()
-    if name == "kaleido":
-        return name, remove_kaleido(transformer)
-    report = handle.report()
+def _remove_last(transformer: torch.nn.Module, with_report: bool = False) -> tuple[Any, Any]:
+    """Undo the technique applied last: ``(its handle, its report)``; the report only ``with_report`` and when the
+    technique records no trace (read before removal, while the handle still sees the transformer)."""
+    _, handle = getattr(transformer, _APPLIED_ATTR).pop()
+    report = handle.report() if with_report and not handle.records_trace else None
     handle.remove()
-    return name, report
+    return handle, report

@@ -41,11 +41,30 @@ import torch
 
 from kaleido.reuse import TokenGrid
 
-from kaleido.techniques.call_context import CallInfo, ContextHook, StepCounter, as_float, remove_hook
+from kaleido.techniques.call_context import CallInfo, ContextHook, StepCounter, as_float, reads_shapes_only, remove_hook
 from kaleido.techniques.ledger import OpLedger, check_new_name
 from kaleido.techniques.method_report import MethodReport
 from kaleido.ops import BLOCK_KINDS
 from kaleido.techniques.shapes import CallGemm, ModelShapes
+
+
+class TechniqueHandle(Protocol):
+    """What applying any technique returns (``kaleido.apply``, ``Method.apply``): this module's
+    :class:`MethodHandle`, Kaleido's :class:`~kaleido.techniques.kaleido_reuse.method.KaleidoHandle` (a
+    ``MethodHandle``) and a stack's :class:`~kaleido.techniques.stack.StackHandle`."""
+
+    removed: bool
+    records_trace: bool
+
+    def report(self) -> MethodReport: ...
+
+    def simulator_traces(self) -> dict: ...
+
+    def recorded_trace(self) -> Any: ...
+
+    def summary(self) -> str: ...
+
+    def remove(self) -> None: ...
 
 
 class AppliedMethod(Protocol):
@@ -211,7 +230,7 @@ class MethodHandle:
                 self.notify("gemm ran", g, taken)
             return None
 
-        return hook
+        return reads_shapes_only(hook)  # it reads the rows' count only: Kaleido may decide the operand in place
 
     def _check_rows(self, g: CallGemm, x: torch.Tensor) -> None:
         rows = x.numel() // max(1, x.shape[-1])
@@ -314,6 +333,28 @@ class MethodHandle:
         recorder, :meth:`accel_trace`) and, on Kaleido's handle, ``"kaleido"`` (its :class:`ReuseTrace`).  The
         technique never builds a simulator profile itself: the comparison does, through ``kaleido.hw``."""
         return {"accel": self.accel_trace()} if self._trace_providers else {}
+
+    @property
+    def records_trace(self) -> bool:
+        """Whether the method records a trace of its decisions (:meth:`recorded_trace`)."""
+        return self.has_accel_trace
+
+    def recorded_trace(self):
+        """The :class:`~kaleido.trace.ReuseTrace` of what the method decided, if it records one (an accelerator
+        baseline's recorder; Kaleido's own trace on its handle), else ``None``; also after :meth:`remove`."""
+        return self.accel_trace() if self._trace_providers else None
+
+    def summary(self) -> str:
+        """One line: what the method watches and decides on the transformer."""
+        settings = ", ".join(f"{k}={v}" for k, v in self.method.settings_dict().items())
+        return (f"{self.method.name} applied to {type(self.transformer).__name__} ({settings}): "
+                f"{len(self.attention_sites)} attention modules and {len(self.linear_sites)} linear layers observed; "
+                f"decides {', '.join(sorted({k for _, k in self.method.claims})) or 'no op kind itself'}")
+
+    @property
+    def removed(self) -> bool:
+        """Whether :meth:`remove` ran (the transformer no longer carries this method)."""
+        return self._removed
 
     def remove(self) -> None:
         """Undo everything :meth:`Method.apply` did, in reverse order."""

@@ -159,6 +159,25 @@ class StackHandle:
             out.update(h.simulator_traces())
         return out
 
+    def recorded_trace(self):
+        """The trace of the stacked technique applied last that records one (``None``: none does)."""
+        for h in reversed(self.handles):
+            trace = h.recorded_trace()
+            if trace is not None:
+                return trace
+        return None
+
+    @property
+    def records_trace(self) -> bool:
+        return any(h.records_trace for h in self.handles)
+
+    def summary(self) -> str:
+        return "stack: " + "; then ".join(h.summary() for h in self.handles)
+
+    @property
+    def removed(self) -> bool:
+        return self._removed
+
     def remove(self) -> None:
         if self._removed:
             return

@@ -51,7 +51,7 @@ def test_refuses_to_patch_nothing():
 
 def test_filter_limits_patching():
     model = _wan()
-    report = kaleido.apply(model, filter_fn=lambda name, m: name.startswith("blocks.1"))
+    report = kaleido.apply(model, filter_fn=lambda name, m: name.startswith("blocks.1")).patched
     assert report.attention and all(m.layer == 1 for m in report.attention + report.linears)
     assert any(n.startswith("blocks.0") for n in report.dense_counted)
 

@@ -45,7 +45,7 @@ def test_half_precision_against_fp32(case, dtype):
     ref_frac = get_trace(ref_model).summary()["whole_transformer"]["saved_fraction"]
 
     model = case.build().to(dtype)
-    report = kaleido.apply(model, AGGRESSIVE)
+    report = kaleido.apply(model, AGGRESSIVE).patched
     probe = _Probe()
     handles = [model.get_submodule(m.name).register_forward_hook(probe) for m in report.linears]
     with torch.no_grad():

@@ -122,7 +122,7 @@ def test_linear_outputs_follow_their_mode_maps(case, attention):
     """(With attention on too: its effective q shares the runtime's buffer with the linears' operands, so a
     linear decision kept across an attention, e.g. HunyuanVideo's single-stream proj_mlp, must be redone.)"""
     model = case.build()
-    report = kaleido.apply(model, config(attention=attention))
+    report = kaleido.apply(model, config(attention=attention)).patched
     seen: dict[str, list] = {}
     handles = []
     for m in report.linears:
@@ -204,7 +204,7 @@ def _self_attention_capture(model, report):
 
 def test_self_attention_follows_query_modes(case):
     model = case.build()
-    report = kaleido.apply(model, config(linears=False, cross=False))
+    report = kaleido.apply(model, config(linears=False, cross=False)).patched
     caps, handles = _self_attention_capture(model, report)
     operands: dict[tuple[str, str], torch.Tensor] = {}
 

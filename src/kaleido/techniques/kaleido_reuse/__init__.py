@@ -1,6 +1,6 @@
 """Kaleido as a technique: ``apply`` / ``remove`` on diffusers vDiT transformers, its config and its runtime.
 
->>> report = kaleido.apply(pipe.transformer, kaleido.KaleidoConfig())
+>>> handle = kaleido.apply(pipe.transformer, kaleido.KaleidoConfig())  # handle.summary(): what it patched
 >>> video = pipe(prompt, num_inference_steps=30).frames[0]
 >>> trace = kaleido.get_trace(pipe.transformer)   # the generation's ReuseTrace
 >>> kaleido.remove(pipe.transformer)               # back to the stock model
@@ -11,7 +11,8 @@ trace being recorded), :mod:`~kaleido.techniques.kaleido_reuse.hooks` (the trans
 cache context), :mod:`~kaleido.techniques.kaleido_reuse.linear` (the linear hooks),
 :mod:`~kaleido.techniques.kaleido_reuse.attention` (Kaleido's attention core),
 :mod:`~kaleido.techniques.kaleido_reuse.apply` (install and remove) and
-:mod:`~kaleido.techniques.kaleido_reuse.method` (Kaleido behind the comparison's ``Method`` interface).
+:mod:`~kaleido.techniques.kaleido_reuse.method` (Kaleido behind every technique's ``Method`` interface and its handle,
+:class:`~kaleido.techniques.kaleido_reuse.method.KaleidoHandle`, what ``kaleido.apply`` returns).
 The models it runs on are :mod:`kaleido.models`' adapters.
 """
 

@@ -107,12 +107,15 @@ def apply(
     config: KaleidoConfig | Mapping | str | Path | None = None,
     *,
     filter_fn: Callable[[str, torch.nn.Module], bool] | None = None,
+    on_remove: Callable[[ReuseTrace | None], None] | None = None,
 ) -> ApplyReport:
     """Patch ``transformer`` (e.g. ``pipe.transformer``) in place with Kaleido reuse.
 
     ``config``: a :class:`KaleidoConfig`, its dict, or a JSON/YAML path (default:
     ``KaleidoConfig()``).  ``filter_fn(name, module)``: patch only the attention and
-    linear modules it accepts (the others are counted as dense).
+    linear modules it accepts (the others are counted as dense).  ``on_remove(trace)``: called by
+    :func:`remove` once everything is undone, with the trace it returns (the handle of
+    :class:`~kaleido.techniques.kaleido_reuse.method.KaleidoHandle` follows its runtime this way).
     Returns an :class:`ApplyReport`; raises ``ValueError`` for an unsupported model,
     a config that does not fit it, or when nothing would reuse anything.
     """
@@ -194,6 +197,7 @@ def apply(
         raise
     runtime.undo = undo
     runtime.report = report
+    runtime.on_remove = on_remove
     setattr(transformer, _RUNTIME_ATTR, runtime)
     logger.info(report.summary())
     return report
@@ -228,6 +232,8 @@ def remove(transformer: torch.nn.Module) -> ReuseTrace | None:
     trace = rt.finish_generation()
     _undo(transformer, rt.undo)
     delattr(transformer, _RUNTIME_ATTR)
+    if rt.on_remove is not None:
+        rt.on_remove(trace)
     return trace
 
 

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from kaleido.reuse import decide_effective
 from kaleido.reuse.linear import linear_in_tiles
 
+from kaleido.techniques.call_context import sees_tensors
 from kaleido.techniques.kaleido_reuse.config import OP_SWITCH_OF
 from kaleido.techniques.kaleido_reuse.runtime import KaleidoRuntime
 
@@ -127,8 +128,9 @@ class ActivationOwner:
     CPU its page faults were two thirds of that decision's time at Wan 1.3B's shapes), and no
     tiling is needed to bound the peak memory.  It marks nothing while another PyTorch hook could
     see the tensor afterwards (a forward hook on the activation, which could keep its output, or
-    any hook on the down projection, which would see its input overwritten): then the down
-    projection copies, as for any other operand.
+    any hook on the down projection, which would see its input overwritten, unless it is marked
+    as reading shapes only: :func:`~kaleido.techniques.call_context.reads_shapes_only`): then the
+    down projection copies, as for any other operand.
     """
 
     def __init__(self, runtime: KaleidoRuntime, reader: torch.nn.Module):
@@ -143,8 +145,9 @@ class ActivationOwner:
 
 
 def _torch_hooks(module: torch.nn.Module) -> bool:
-    """Whether ``module`` has PyTorch forward or forward-pre hooks (diffusers' registry hooks are not those)."""
-    return bool(module._forward_hooks or module._forward_pre_hooks)
+    """Whether ``module`` has PyTorch forward or forward-pre hooks that may see its tensors (diffusers' registry
+    hooks are not those, nor a hook marked as reading shapes only: a technique handle's)."""
+    return any(sees_tensors(h) for h in (*module._forward_hooks.values(), *module._forward_pre_hooks.values()))
 
 
 def _global_torch_hooks() -> bool:

@@ -121,16 +121,51 @@ def _kind_of(record) -> str | None:
     return record.op if record.layer >= 0 and record.op in _BLOCK_KINDS else None
 
 
-class _KaleidoHandle(MethodHandle):
-    def __init__(self, method: "KaleidoMethod", transformer) -> None:
+class KaleidoHandle(MethodHandle):
+    """Kaleido applied to one transformer: what ``kaleido.apply`` returns for a :class:`KaleidoConfig` and what
+    :meth:`KaleidoMethod.apply` returns - the same contract as every technique's handle (``report()``,
+    ``simulator_traces()``, ``recorded_trace()``, ``summary()``, ``remove()``).
+
+    ``patched``: the :class:`~kaleido.techniques.kaleido_reuse.apply.ApplyReport` of what was patched
+    (:meth:`summary` is its line).  The handle follows Kaleido's runtime: removed through the handle, through
+    ``kaleido.remove`` or through :func:`kaleido.techniques.kaleido_reuse.apply.remove`, it is undone whole and
+    keeps the generation's trace (:meth:`recorded_trace`).
+    """
+
+    def __init__(self, method: "KaleidoMethod", transformer, config: KaleidoConfig | None = None,
+                 filter_fn=None) -> None:
+        from kaleido.techniques.kaleido_reuse.apply import apply as install
+
         super().__init__(method, transformer)
         self.trace = None
+        try:
+            self.patched = install(transformer, method.settings.to_config() if config is None else config,
+                                   filter_fn=filter_fn, on_remove=self._runtime_removed)
+        except Exception:
+            MethodHandle.remove(self)
+            raise
 
-    def report(self) -> MethodReport:
+    def _runtime_removed(self, trace) -> None:
+        self.trace = trace
+        MethodHandle.remove(self)
+
+    records_trace = True
+
+    def recorded_trace(self):
+        """The generation's :class:`~kaleido.trace.ReuseTrace` (in progress, else the last finished one;
+        after removal: the one removal closed)."""
         import kaleido.techniques.kaleido_reuse as ki
 
+        if self.trace is None and ki.is_applied(self.transformer):
+            return ki.get_trace(self.transformer)
+        return self.trace
+
+    def summary(self) -> str:
+        return self.patched.summary()
+
+    def report(self) -> MethodReport:
         base = super().report()
-        trace = ki.get_trace(self.transformer) if self.trace is None else self.trace
+        trace = self.recorded_trace()
         if trace is None:
             return base
         from kaleido.reuse import OpCounts
@@ -178,17 +213,15 @@ class _KaleidoHandle(MethodHandle):
 
     def simulator_traces(self) -> dict:
         """``{"kaleido": the generation's ReuseTrace}`` (none before a generation)."""
-        import kaleido.techniques.kaleido_reuse as ki
-
-        trace = ki.get_trace(self.transformer) if self.trace is None else self.trace
+        trace = self.recorded_trace()
         return {**super().simulator_traces(), **({} if trace is None else {"kaleido": trace})}
 
     def remove(self) -> None:
         import kaleido.techniques.kaleido_reuse as ki
 
         if not self._removed and ki.is_applied(self.transformer):
-            self.trace = ki.remove(self.transformer)
-        super().remove()
+            ki.remove(self.transformer)  # tells this handle (_runtime_removed), which undoes the rest
+        MethodHandle.remove(self)
 
 
 def packaged_config_setting(name: str) -> list[dict]:
@@ -219,11 +252,9 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
             + [dict(theta1=32, theta2=64, low_bits=7, **QK_ONLY)] + wider + calibrated_setting(pipeline, steps))
 
 
-def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn):
-    """``kaleido.apply``'s handler for a :class:`KaleidoConfig` (returns its ``ApplyReport``)."""
-    from kaleido.techniques.kaleido_reuse.apply import apply as apply_kaleido
-
-    return apply_kaleido(transformer, config, filter_fn=filter_fn)
+def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn) -> KaleidoHandle:
+    """``kaleido.apply``'s handler for a :class:`KaleidoConfig`: its :class:`KaleidoHandle` (with ``filter_fn``)."""
+    return KaleidoHandle(KaleidoMethod.from_config(config), transformer, config, filter_fn)
 
 
 @register_technique(family=KALEIDO, needs_accelerator=True, colour="#d62728", grid=_grid, config=KaleidoConfig, handler=_apply_kaleido)
@@ -235,16 +266,13 @@ class KaleidoMethod(Method):
     def low_bits(self) -> int:  # type: ignore[override]
         return self.settings.base_low_bits
 
-    def apply(self, transformer) -> MethodHandle:
-        import kaleido.techniques.kaleido_reuse as ki
+    @classmethod
+    def from_config(cls, config: KaleidoConfig) -> "KaleidoMethod":
+        """The method of a whole :class:`KaleidoConfig` (its settings hold the config's dict)."""
+        return cls(config=config.to_dict())
 
-        handle = _KaleidoHandle(self, transformer)
-        try:
-            ki.apply(transformer, self.settings.to_config())
-        except Exception:
-            handle.remove()
-            raise
-        return handle
+    def apply(self, transformer) -> KaleidoHandle:
+        return KaleidoHandle(self, transformer)
 
     def _install(self, handle: MethodHandle) -> None:  # apply() does the work
         raise NotImplementedError

@@ -76,6 +76,10 @@ class KaleidoRuntime:
         #: callables ``fn(call, layer, op, role, module, operand, grid, groups)`` handed every reuse operand
         #: as the decision sees it (``kaleido characterize`` registers one); empty = no cost
         self.observers: list = []
+        #: what ``apply`` installed (its undo list and ApplyReport) and whom ``remove`` tells (set by ``apply``)
+        self.undo: Any = None
+        self.report: Any = None
+        self.on_remove: Any = None
 
     # -- calls and generations ---------------------------------------------------------
     def begin_call(
