@@ -94,11 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         extra = med["kaleido_transformer"] - med["dense_transformer"]
         profile = {"profiled_transformer_s": tr, "ranges_s": ranges,
                    "extra_s": extra, "profiler_inflation": tr / med["kaleido_transformer"]}
+    from kaleido.compare.provenance import code_version, cpu_name
+
     result = {
         "model": args.model,
         "settings": settings.to_dict(),
         "repeats": args.repeats,
         "threads": args.threads,
+        "cpu": cpu_name(),
+        "code": code_version(),
         "median_s": med,
         "ratio_pipeline": med["kaleido_pipeline"] / med["dense_pipeline"],
         "ratio_transformer": med["kaleido_transformer"] / med["dense_transformer"],
