@@ -9,7 +9,8 @@ import torch
 
 from kaleido.evaluation.simulator_profiles import simulator_profile_extras
 from kaleido.techniques import METHODS, BLOCK_KINDS, TECHNIQUES, ModelShapes, make_method
-from kaleido.techniques.registry import FAMILIES
+from kaleido.compare.presentation import COLOURS
+from kaleido.techniques.registry import GROUPS
 from kaleido.techniques.sparse_videogen import classify_heads, sample_rows, spatial_temporal_masks
 from kaleido.reuse import TokenGrid
 
@@ -47,8 +48,9 @@ def test_every_method_is_registered_and_rejects_bad_settings():
     assert committed - {"dense"} <= set(METHODS) and len(committed) > 10
     for name, t in TECHNIQUES.items():  # and every registration carries what its readers need
         assert t.method.name == name and t.grid is not None, name
-        assert t.colour.startswith("#") and t.family in FAMILIES, name
+        assert COLOURS[name].startswith("#") and t.group in GROUPS, name  # drawn in a colour of its own
         assert t.unavailable() or (t.grid("tiny", 25) and t.grid("random-wan", 4)), name
+    assert len(set(COLOURS.values())) == len(COLOURS)  # no two techniques drawn alike
     with pytest.raises(ValueError, match="density"):
         make_method("block_topk", density=1.5)
     with pytest.raises(ValueError, match="unknown setting"):

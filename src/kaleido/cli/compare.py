@@ -12,15 +12,15 @@ from kaleido.cli._pipeline import sampler_option
 
 
 class _MethodsOption(click.Option):
-    """``--methods``: its help lists the registered techniques by family, read from the registry when the help is
+    """``--methods``: its help lists the registered techniques by group, read from the registry when the help is
     shown (importing the techniques only then keeps ``kaleido compare`` light to parse)."""
 
     def get_help_record(self, ctx):
-        from kaleido.techniques.registry import FAMILIES, TECHNIQUES
+        from kaleido.techniques.registry import GROUPS, TECHNIQUES
 
-        by_family = {f: [n for n, t in TECHNIQUES.items() if t.family == f] for f in FAMILIES}
+        by_group = {g: [n for n, t in TECHNIQUES.items() if t.group == g] for g in GROUPS}
         self.help = ("Comma-separated methods (default: all with settings for this pipeline and step count). Known: "
-                     + "; ".join(f"{f}: {', '.join(ns)}" for f, ns in by_family.items() if ns) + ".")
+                     + "; ".join(f"{g}: {', '.join(ns)}" for g, ns in by_group.items() if ns) + ".")
         return super().get_help_record(ctx)
 
 

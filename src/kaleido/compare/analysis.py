@@ -482,7 +482,7 @@ def pareto_figure(aggs: list[SettingAggregate], fmt: str = "png") -> bytes:
     """Quality (PSNR) vs savings: self-attn q.k^T (left) and the whole transformer (right)."""
     import matplotlib
 
-    from kaleido.techniques.registry import colour_of  # each technique's colour, registered beside it
+    from kaleido.compare.presentation import colour_of  # how each technique is drawn
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

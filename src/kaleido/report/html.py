@@ -40,13 +40,13 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}tr.kaleido td{background:#fff1f0
 """
 
 
-def _by_family(methods) -> list[str]:
-    """``methods`` in the order of their registered families (Kaleido, sparse attention, token merging, ...; an
-    unregistered name last), each family's in the order given."""
-    from kaleido.techniques.registry import FAMILIES, family_of
+def _by_group(methods) -> list[str]:
+    """``methods`` in the order of their technique groups (Kaleido, sparse attention, token merging, ...; an
+    unregistered name last), each group's in the order given."""
+    from kaleido.techniques.registry import GROUPS, group_of
 
-    rank = {f: i for i, f in enumerate(FAMILIES)}
-    return sorted(methods, key=lambda m: rank.get(family_of(m), len(rank)))
+    rank = {g: i for i, g in enumerate(GROUPS)}
+    return sorted(methods, key=lambda m: rank.get(group_of(m), len(rank)))
 
 
 def _img(png: bytes, alt: str, width: str = "100%") -> str:
@@ -76,11 +76,11 @@ def _f(x, nd=2, unit=""):
 def _matched_section(matched) -> str:
     head = "".join(f"<th>PSNR @ {100 * t:.0f}%</th><th>SSIM @ {100 * t:.0f}%</th>" for t in MATCH_TARGETS)
     rows = []
-    from kaleido.techniques.registry import family_of
+    from kaleido.techniques.registry import group_of
 
-    for m in _by_family(matched):
+    for m in _by_group(matched):
         cells = matched[m]
-        kind = family_of(m) or "other"
+        kind = group_of(m) or "other"
         tds = "".join(f'<td title="{html.escape(c.how)}">{_f(c.psnr)}</td><td>{_f(c.ssim, 4)}</td>' for c in cells)
         hows = "<br>".join(html.escape(f"{100 * c.target:.0f}%: {c.how}") for c in cells)
         rows.append(f'<tr class="{"kaleido" if m == "kaleido" else ""}"><td class="l">{m}</td><td class="l">{kind}</td>'

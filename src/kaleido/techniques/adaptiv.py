@@ -54,7 +54,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(tau=0.75)]  # (0.6: 21.4 dB on 4 prompts of the miniature model)
 
 
-@register_technique(family=TOKEN_MERGING, needs_accelerator=True, colour="#98df8a", grid=_grid)
+@register_technique(group=TOKEN_MERGING, needs_accelerator=True, grid=_grid)
 class AdapTiV(Method):
     name = "adaptiv"
     Settings = AdapTiVSettings

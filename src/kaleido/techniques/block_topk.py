@@ -58,7 +58,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(density=0.7, block_size=sweep_block_size(pipeline))]
 
 
-@register_technique(family=SPARSE_ATTENTION, colour="#17becf", grid=_grid)
+@register_technique(group=SPARSE_ATTENTION, grid=_grid)
 class BlockTopK(Method):
     name = "block_topk"
     Settings = BlockTopKSettings

@@ -336,7 +336,7 @@ def _stacks(pipeline: str, steps: int | None, sampler: str | None = None) -> lis
 
 
 @register_technique(
-    family=STEP_CACHE, colour="#bcbd22", grid=_grid, stacks=_stacks, requires=("cache_dit", PEERS_INSTALL))
+    group=STEP_CACHE, grid=_grid, stacks=_stacks, requires=("cache_dit", PEERS_INSTALL))
 class CacheDiT(Method):
     """cache-dit's DBCache; see the module docstring."""
 

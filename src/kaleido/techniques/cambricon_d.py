@@ -51,7 +51,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(delta_bits=4)]
 
 
-@register_technique(family=DIFFERENTIAL, needs_accelerator=True, colour="#7f7f7f", grid=_grid)
+@register_technique(group=DIFFERENTIAL, needs_accelerator=True, grid=_grid)
 class CambriconD(Method):
     name = "cambricon_d"
     Settings = CambriconDSettings

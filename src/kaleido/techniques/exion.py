@@ -70,7 +70,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(attn_density=0.5, ffn_tau=0.05)]
 
 
-@register_technique(family=SPARSE_ATTENTION_FFN, needs_accelerator=True, colour="#ff7f0e", grid=_grid,
+@register_technique(group=SPARSE_ATTENTION_FFN, needs_accelerator=True, grid=_grid,
                     claims=("self_qk", "self_pv", "ffn_in", "ffn_out"))
 class Exion(Method):
     name = "exion"

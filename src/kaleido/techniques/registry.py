@@ -2,7 +2,7 @@
 
 A technique registers its :class:`~kaleido.techniques.base.Method` class where it is defined::
 
-    @register_technique(family=TOKEN_MERGING, colour="#2ca02c", grid=_grid)
+    @register_technique(group=TOKEN_MERGING, grid=_grid)
     class ToMe(Method):
         name = "tome"
         Settings = ToMeSettings
@@ -12,8 +12,9 @@ and every reader takes it from here: ``make_method`` and :data:`kaleido.techniqu
 (views of :data:`TECHNIQUES`), ``kaleido.apply`` (the config type it dispatches on and its
 handler), the stacking rules (:func:`kaleido.techniques.stack.check_composable`: which
 techniques are step caches, which op kinds each decides), the comparison's default sweep
-(:mod:`kaleido.compare.grids`: each technique's grid), the report's families and the plots'
-colours and ``kaleido compare --help``.  What the shared tester runs each technique with (its settings, its
+(:mod:`kaleido.compare.grids`: each technique's grid), the report's sections (each technique's group) and
+``kaleido compare --help``.  How a technique is drawn (its plot colour) is presentation and lives with the
+comparison's plots (:mod:`kaleido.compare.presentation`).  What the shared tester runs each technique with (its settings, its
 "off" settings, the families it refuses and why) is kept with the tests (``tests/techniques/tester_settings.py``).
 So a new baseline is one module that registers itself (imported by :mod:`kaleido.techniques.catalog`) plus its
 tester case.
@@ -26,12 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-#: Report families, in the order the report lists them (:attr:`Technique.family` is one of them).
+#: Technique groups (what kind of technique it is), in the order the report lists them (:attr:`Technique.group`).
+#: "Family" names a model family (:mod:`kaleido.families`) only.
 KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL, STACK = (
     "Kaleido", "sparse attention", "token merging", "sparse attention + FFN reuse", "step cache",
     "differential computing", "step cache + Kaleido")
-FAMILIES: tuple[str, ...] = (KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL,
-                             STACK)
+GROUPS: tuple[str, ...] = (KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL,
+                           STACK)
 #: ``grid(pipeline, steps, sampler) -> [settings, ...]``: a technique's default sweep settings on ``pipeline`` run
 #: with ``steps`` denoising steps (``None``: the pipeline's own, unknown here) and ``sampler``
 #: (:data:`kaleido.sampling.SAMPLERS`; ``None``: the pipeline's own); raises :class:`GridUnavailable` where it has none
@@ -52,7 +54,7 @@ class Technique:
 
     ``method``: its :class:`~kaleido.techniques.base.Method` class (``name``, ``Settings``); ``claims``: the op
     kinds it may decide itself (what its handle takes over; every other op kind is counted as it runs);
-    ``family`` / ``colour``: the report's family (:data:`FAMILIES`) and its plot colour; ``grid``: its default
+    ``group``: what kind of technique it is (:data:`GROUPS`: the stacking rules and the report's sections); ``grid``: its default
     sweep settings (``None``: none); ``config``: the type :func:`kaleido.apply` dispatches on (``None``: not
     through ``kaleido.apply``); ``handler(transformer, config, filter_fn)``: what ``kaleido.apply`` runs for it;
     ``stacks``: a step cache's stacks with Kaleido in the sweep (``grid``-like: ``{"techniques": [...]}`` settings of
@@ -65,8 +67,7 @@ class Technique:
 
     name: str
     method: type
-    family: str
-    colour: str
+    group: str
     claims: frozenset = frozenset()
     grid: Grid | None = None
     config: type | None = None
@@ -89,7 +90,7 @@ class Technique:
     @property
     def is_step_cache(self) -> bool:
         """Whether it decides which block units run (one per transformer: see :mod:`kaleido.techniques.stack`)."""
-        return self.family == STEP_CACHE
+        return self.group == STEP_CACHE
 
     def config_to_dict(self, config: Any) -> dict:
         """``config`` as a plain mapping: its own ``to_dict()`` if it has one, else its dataclass fields."""
@@ -117,7 +118,7 @@ class Technique:
 TECHNIQUES: dict[str, Technique] = {}
 
 
-def register_technique(*, family: str, colour: str, grid: Grid | None = None, claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
+def register_technique(*, group: str, grid: Grid | None = None, claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
                        handler: Callable[..., Any] | None = None, stacks: Grid | None = None,
                        requires: tuple[str, str] | None = None,
                        needs_accelerator: bool = False) -> Callable[[type], type]:
@@ -129,8 +130,8 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, cl
     ``kaleido.apply`` runs for it (default: ``Method(**settings).apply(transformer)``, refusing a ``filter_fn``).
     The other arguments are :class:`Technique`'s fields.
     """
-    if family not in FAMILIES:
-        raise ValueError(f"register_technique: family {family!r} is not one of {list(FAMILIES)}")
+    if group not in GROUPS:
+        raise ValueError(f"register_technique: group {group!r} is not one of {list(GROUPS)}")
 
     def deco(cls: type) -> type:
         name = getattr(cls, "name", None)
@@ -146,7 +147,7 @@ def register_technique(*, family: str, colour: str, grid: Grid | None = None, cl
         else:
             raise ValueError(f"register_technique: {name}'s claims depend on its settings; pass claims=(op kinds)")
         TECHNIQUES[name] = Technique(
-            name, cls, family, colour, kinds, grid,
+            name, cls, group, kinds, grid,
             cls.Settings if config is OWN_SETTINGS else config, handler, stacks, requires, needs_accelerator)
         return cls
 
@@ -179,13 +180,7 @@ def technique_of_config(config: Any) -> Technique | None:
     return None
 
 
-def family_of(name: str) -> str | None:
-    """The report family of the technique ``name`` (``None`` for an unregistered name, e.g. from old rows)."""
+def group_of(name: str) -> str | None:
+    """The group of the technique ``name`` (``None`` for an unregistered name, e.g. from old rows)."""
     t = TECHNIQUES.get(name)
-    return None if t is None else t.family
-
-
-def colour_of(name: str, default: str = "black") -> str:
-    """The plot colour of the technique ``name`` (``default`` for an unregistered name)."""
-    t = TECHNIQUES.get(name)
-    return default if t is None else t.colour
+    return None if t is None else t.group

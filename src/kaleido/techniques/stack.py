@@ -206,7 +206,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
 
 
 @register_technique(
-    family=STACK, colour="#e377c2", grid=_grid, config=None)
+    group=STACK, grid=_grid, config=None)
 class Stack(Method):
     """Several techniques on one transformer; see the module docstring."""
 

@@ -131,7 +131,7 @@ def _pab_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> l
 
 
 @register_technique(
-    family=STEP_CACHE, colour="#9467bd", grid=_pab_grid)
+    group=STEP_CACHE, grid=_pab_grid)
 class PyramidAttentionBroadcast(Method):
     name = "pab"
     Settings = PABSettings
@@ -188,7 +188,7 @@ def _fbcache_grid(pipeline: str, steps: int | None, sampler: str | None = None) 
     return [dict(threshold=t) for t in ((0.1, 0.2, 0.4, 0.8) if is_few_step(steps) else (0.1,))]
 
 
-@register_technique(family=STEP_CACHE, colour="#c5b0d5", grid=_fbcache_grid)
+@register_technique(group=STEP_CACHE, grid=_fbcache_grid)
 class FirstBlockCache(Method):
     name = "fbcache"
     Settings = FBCacheSettings
@@ -271,7 +271,7 @@ def _taylorseer_stacks(pipeline: str, steps: int, sampler: str | None = None) ->
             + [dict(techniques=[ts, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)])
 
 
-@register_technique(family=STEP_CACHE, colour="#8c564b", grid=_taylorseer_grid,
+@register_technique(group=STEP_CACHE, grid=_taylorseer_grid,
                     stacks=_taylorseer_stacks)
 class TaylorSeer(Method):
     name = "taylorseer"
@@ -416,7 +416,7 @@ def _magcache_stacks(pipeline: str, steps: int, sampler: str | None = None) -> l
 
 
 @register_technique(
-    family=STEP_CACHE, colour="#c49c94", grid=magcache_grid, stacks=_magcache_stacks)
+    group=STEP_CACHE, grid=magcache_grid, stacks=_magcache_stacks)
 class MagCache(Method):
     name = "magcache"
     Settings = MagCacheSettings

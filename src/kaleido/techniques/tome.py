@@ -49,7 +49,7 @@ def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
     return [dict(ratio=0.1)]
 
 
-@register_technique(family=TOKEN_MERGING, colour="#2ca02c", grid=_grid)
+@register_technique(group=TOKEN_MERGING, grid=_grid)
 class ToMe(Method):
     name = "tome"
     Settings = ToMeSettings

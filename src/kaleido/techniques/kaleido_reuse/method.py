@@ -257,7 +257,7 @@ def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn) -> KaleidoHand
     return KaleidoHandle(KaleidoMethod.from_config(config), transformer, config, filter_fn)
 
 
-@register_technique(family=KALEIDO, needs_accelerator=True, colour="#d62728", grid=_grid, config=KaleidoConfig, handler=_apply_kaleido)
+@register_technique(group=KALEIDO, needs_accelerator=True, grid=_grid, config=KaleidoConfig, handler=_apply_kaleido)
 class KaleidoMethod(Method):
     name = "kaleido"
     Settings = KaleidoSettings
