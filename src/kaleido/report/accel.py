@@ -9,7 +9,7 @@ and priced by its ``price`` (:func:`kaleido.hw.designs.evaluate`):
   scheduler + matcher come from the same run.  The **A100** is the table's own line (time and energy).
 * the designs that replay another technique's trace (**AdapTiV / EXION / Cambricon-D-class**,
   :func:`kaleido.hw.designs.replayed_designs`): the trace each algorithm recorded while it ran on the
-  miniature pipeline (``report.extra["accel_profile"]`` of its rows), replayed by
+  miniature pipeline (its rows' :class:`~kaleido.evaluation.simulator_profiles.SimulatorInputs`), replayed by
   :func:`kaleido.hw.designs.baseline_replay.count_replay` with the design's utilisation costs (``replay_cost``);
   each row says so (``replayed``), lists every input with its origin (``inputs``: MEASURED / paper /
   ASSUMED) and gives the ideal model's figure as ``upper_bound_speedup_vs_dense``.  A row recorded before
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kaleido.evaluation.simulator_profiles import SimulatorInputs
 from kaleido.hw.designs import DESIGNS, evaluate, replayed_designs
 from kaleido.hw.designs.common import MeasuredSkips
 
@@ -32,10 +33,8 @@ DEFAULT_WORKLOADS = ("wan-1.3b-480p", "wan-1.3b-720p", "hunyuan-720p")
 BASELINE_DESIGNS = tuple((d.method, d, d.count) for d in replayed_designs())
 
 
-def _profile(d: dict, wl):
-    from kaleido.hw.inputs.profile import Profile
-
-    prof = Profile.from_dict(d)
+def _dense_where_missing(prof, wl):
+    """``prof`` with the op kinds of ``wl`` it has no statistics for set dense; ``(prof, those kinds)``."""
     missing = [k for k in wl.op_kinds() if k not in prof.ops]
     for k in missing:
         prof.ops[k] = None  # dense: the trace did not cover it
@@ -62,20 +61,21 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
 
     from kaleido.hw.arch.config import ArrayConfig
     from kaleido.hw.arch.energy import EnergyTable
+    from kaleido.hw.inputs.profile import Profile
     from kaleido.hw.inputs.workloads import get_workload
 
     wl = get_workload(workload, steps=steps) if isinstance(workload, str) else workload
     notes = []
-    if kaleido_row is not None and "hw_profile" in kaleido_row["report"].get("extra", {}):
-        prof, missing = _profile(kaleido_row["report"]["extra"]["hw_profile"], wl)
-        lbs = {int(e["stats"]["low_bits"]) for e in kaleido_row["report"]["extra"]["hw_profile"]["ops"].values()
-               if e is not None}
+    measured = None if kaleido_row is None else SimulatorInputs.from_report(kaleido_row["report"], "kaleido row").kaleido
+    if measured is not None:
+        prof, missing = _dense_where_missing(measured, wl)
+        lbs = {int(e.stats.low_bits) for e in prof.ops.values() if e is not None}
         low_bits = max(lbs) if lbs else 4  # the simulator refuses a profile whose ops disagree
         src = f"measured: kaleido {kaleido_row['point']['settings']} on the miniature pipeline"
         if missing:
             notes.append(f"Kaleido profile has no statistics for {missing}: simulated dense")
     else:
-        prof, _ = _profile(json.loads(synthetic_profile_path().read_text()), wl)
+        prof, _ = _dense_where_missing(Profile.from_dict(json.loads(synthetic_profile_path().read_text())), wl)
         low_bits = 4
         src = "SYNTHETIC example profile (no Kaleido rows with a trace)"
     cfg = ArrayConfig(low_bits=low_bits)
@@ -126,19 +126,16 @@ def design_table(kaleido_row: dict | None, baseline_rows: dict[str, dict], workl
 def _baseline(design, row: dict, wl, cfg, energy) -> dict:
     """One accelerator baseline's table row: its recorded trace replayed (see the module docstring), or the ideal
     model over the row's MAC shares when the row carries no trace (UPPER BOUND)."""
-    from kaleido.hw.designs.baseline_replay import BaselineProfile
-
     method = design.method
     pes = cfg.rows * cfg.cols
-    prof_dict = row["report"].get("extra", {}).get("accel_profile")
-    if prof_dict is None:
+    prof = SimulatorInputs.from_report(row["report"], f"{method} row").accel
+    if prof is None:
         r = evaluate(design, wl, MeasuredSkips.from_report(row["report"]), cfg, energy)
         return {"design": r.counts.design + " [UPPER BOUND]", "method": method,
                 "source": f"UPPER BOUND: per-op MAC fractions of {method} {row['point']['settings']}, no "
                           "utilisation costs (row recorded without a trace; rerun the sweep to replay one)",
                 "replayed": False, "cycles": r.counts.cycles, "utilisation": r.counts.utilisation(pes),
                 "mac_energy_j": r.component_j("mac"), "psnr": _psnr(row), "assumptions": list(design.assumptions)}
-    prof = BaselineProfile.from_dict(prof_dict, where=f"{method} row's accel_profile")
     res = evaluate(design, wl, prof, cfg, energy)
     r = res.counts.detail
     n_paper = sum(v.startswith("paper") for v in r.inputs.values())
