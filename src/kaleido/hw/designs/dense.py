@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .kaleido import sim_counts
+from .common import sim_counts
 from .protocol import ArrayDesign, DesignCounts
 
 

@@ -12,28 +12,19 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from .common import sim_counts
 from .protocol import ArrayDesign, DesignCounts
 
 #: what the model leaves out (docs/hardware.md sections 2, 3, 7, 11)
 ASSUMPTIONS = ("the decision unit judges one channel per array row per cycle, overlapped with the array",
                "a profile measured on another model or grid is carried by the documented rule (docs/hardware.md §8)",
-               "no area estimate for the dispatcher or the anchor stores; non-GEMM work not modelled")
+               "area (iso-area rows): synthesised PEs and dispatcher logic, anchor store and buffers as CACTI SRAM "
+               "(kaleido.hw.arch.area); non-GEMM work not modelled")
 INPUTS = {
     "mode statistics per op kind (and step): COMPUTE / PARTIAL / FULL shares per channel group":
         "MEASURED: a Kaleido trace converted to a profile, or a shipped profile (its label says which)",
     "PE mode costs, dispatcher and memory models": "MODELLED: docs/hardware.md sections 1-4",
 }
-
-
-def sim_counts(sim, which: str, label: str) -> DesignCounts:
-    """One design's counts out of a :class:`~kaleido.hw.simulate.SimResult`: ``"dense"`` (its dense
-    reference) or a dispatcher level (Kaleido)."""
-    dense = which == "dense"
-    kib = {n: sim.array["buffers"][f"{n}_kib"] for n in ("ifmap", "filter", "ofmap")}
-    work = sum(g.macs if dense else g.work_pe_cycles for g in sim.gemms)
-    return DesignCounts(label, sim.workload["name"], sim.cycles(which), sim.cycles("dense"), sim.time_s(which), work,
-                        sum(g.macs for g in sim.gemms), (sim.counts(which),), kib, sim.array["clock_ghz"],
-                        sim.arrays, notes=list(sim.notes), detail=sim)
 
 
 class Kaleido(ArrayDesign):
