@@ -118,7 +118,7 @@ def delta_table(rows: list[dict]) -> dict:
 
 
 def quality_and_savings(pipe, config, dense, settings) -> tuple[list[dict], list]:
-    from kaleido.evaluation.generate import kaleido_runs
+    from kaleido.evaluation.runs import kaleido_runs
 
     results = kaleido_runs(pipe, config, dense, settings, progress=False, lpips=False)
     rows = [{"prompt": r.prompt, "seed": r.seed, "psnr": r.comparison.psnr_mean_db, "ssim": r.comparison.ssim_mean,

@@ -237,7 +237,8 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
     from kaleido.characterize import Characterization, characterize_runs
     from kaleido.characterize.suggest import layers_by_likeness, suggested_axes
     from kaleido.calibration.target import calibrate_to_target, measure_runs
-    from kaleido.evaluation.generate import dense_runs, kaleido_runs
+    from kaleido.evaluation.generate import dense_runs
+    from kaleido.evaluation.runs import kaleido_runs
     from kaleido.models.adapter import adapter_for
 
     search_target = target.raised_by(margin)

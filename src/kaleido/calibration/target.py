@@ -458,8 +458,8 @@ def calibrate_to_target(
 
 
 def measure_runs(results) -> Measure:
-    """:class:`Measure` of :func:`kaleido.evaluation.generate.kaleido_runs` results."""
-    from kaleido.evaluation.generate import aggregate
+    """:class:`Measure` of :func:`kaleido.evaluation.runs.kaleido_runs` results."""
+    from kaleido.evaluation.runs import aggregate
 
     return Measure.from_aggregate(aggregate(results))
 

@@ -11,7 +11,7 @@ Writes into ``--out``::
     config.yaml                    the KaleidoConfig used
 
 With several ``--prompt`` / ``--seed`` values each pair gets a folder ``run-<i>`` and
-``metrics.json`` adds the means over all runs (:func:`kaleido.evaluation.generate.save_runs`).
+``metrics.json`` adds the means over all runs (:func:`kaleido.evaluation.runs.save_runs`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def generate(model, prompts, seeds, steps, sampler, config_path, out_dir, device
 
     from kaleido.techniques.kaleido_reuse import KaleidoConfig
     from kaleido.cli._pipeline import load_pipeline_arg
-    from kaleido.evaluation.generate import EVAL_PROMPTS, dense_runs, kaleido_runs, save_runs, settings_for
+    from kaleido.evaluation.generate import EVAL_PROMPTS, dense_runs, settings_for
+    from kaleido.evaluation.runs import kaleido_runs, save_runs
     from kaleido.techniques.kaleido_reuse.config import default_config
     from kaleido.tiny.pipeline import TINY_VARIANTS
 
@@ -106,7 +107,7 @@ def generate(model, prompts, seeds, steps, sampler, config_path, out_dir, device
         except ValueError as e:
             raise click.ClickException(str(e)) from None
 
-    click.echo(results[0].report["summary"], err=True)
+    click.echo(results[0].extra["patched"]["summary"], err=True)
     out = Path(out_dir)
     metrics = save_runs(results, out, cfg, settings, {
         "model": model, "pipeline_class": type(pipe).__name__, "transformer_class": type(pipe.transformer).__name__,

@@ -34,7 +34,8 @@ def point_config(base, pt: tuple, keep_op_overrides: bool = False):
 
 def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=None, warmup_steps: int = 2) -> list[dict]:
     """One summary row per threshold point (see the module docstring); dense runs are made once."""
-    from kaleido.evaluation.generate import aggregate, dense_runs, kaleido_runs
+    from kaleido.evaluation.generate import dense_runs
+    from kaleido.evaluation.runs import aggregate, kaleido_runs
 
     dense = dense_runs(pipe, prompts, seeds, settings, progress=progress, warmup_steps=warmup_steps)
     rows = []

@@ -19,6 +19,7 @@ import base64
 import io
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,11 @@ def video_quality(video: np.ndarray, reference: np.ndarray) -> dict:
     """
     from kaleido.metrics import compare_videos
 
-    cmp = compare_videos(reference, video, lpips=True)
+    return quality_of(compare_videos(reference, video, lpips=True))
+
+
+def quality_of(cmp) -> dict:
+    """A :class:`~kaleido.metrics.VideoComparison` as a row's ``quality`` (see :func:`video_quality`)."""
     d = cmp.to_dict()
     return {"psnr": cmp.psnr_mean_db, "ssim": cmp.ssim_mean, "psnr_per_frame": [float(x) for x in cmp.psnr_db],
             "ssim_per_frame": d["ssim"], "identical_frames": cmp.identical_frames, "max_abs_diff": cmp.max_abs_diff,
@@ -54,8 +59,14 @@ def thumbnail_strip(video: np.ndarray, n: int = 3) -> str:
 
 
 @dataclass
-class HarnessResult:
-    """One method on one prompt and seed, against dense."""
+class RunResult:
+    """One method on one prompt and seed, against dense: the one result of a run, whoever runs it.
+
+    A comparison row keeps :meth:`to_dict`; the rest is held in memory for what writes videos and traces
+    (``kaleido generate``, :mod:`kaleido.evaluation.generate`): both videos, the
+    :class:`~kaleido.metrics.VideoComparison` the quality came from, the trace the technique recorded
+    (``handle.recorded_trace()``) and the transformer's own seconds (dense: when the caller timed it).
+    """
 
     method: str
     settings: dict
@@ -66,6 +77,12 @@ class HarnessResult:
     wall_s: float
     dense_wall_s: float | None = None
     extra: dict = field(default_factory=dict)
+    video: np.ndarray | None = field(default=None, repr=False, compare=False)
+    dense_video: np.ndarray | None = field(default=None, repr=False, compare=False)
+    comparison: Any = field(default=None, repr=False, compare=False)
+    trace: Any = field(default=None, repr=False, compare=False)
+    transformer_s: float | None = None
+    dense_transformer_s: float | None = None
 
     def to_dict(self) -> dict:
         q = {k: (_json_float(v) if not isinstance(v, list) else [_json_float(x) for x in v]) for k, v in self.quality.items()}
@@ -78,27 +95,33 @@ def _json_float(x):
     return "inf" if isinstance(x, float) and math.isinf(x) else x
 
 
-def run_against_dense(pipe, call: dict, method, prompt: str, seed: int,
-                      dense_video: np.ndarray | None = None) -> tuple[HarnessResult, np.ndarray, np.ndarray]:
+def run_against_dense(pipe, call: dict, method, prompt: str, seed: int, dense_video: np.ndarray | None = None, *,
+                      lpips: bool = True, simulator_inputs: bool = True) -> tuple[RunResult, np.ndarray, np.ndarray]:
     """Apply ``method``, generate, remove it, and compare with the dense video (generated unless given).
 
     ``call``: the pipeline call's keyword arguments (a sweep row's ``call``,
     :meth:`GenerationSettings.call_kwargs`); every generation is
-    :func:`kaleido.evaluation.generate.generate`. Returns ``(result, video, dense_video)``.
+    :func:`kaleido.evaluation.generate.generate`. ``lpips``: also score LPIPS (when its weights are there);
+    ``simulator_inputs``: keep the simulator's inputs of the method's traces in the report (a comparison row
+    does; a run that keeps the trace itself need not). Returns ``(result, video, dense_video)``.
     """
     from kaleido.evaluation.generate import generate
+    from kaleido.metrics import compare_videos
 
     settings = GenerationSettings.from_call(call).check_for(pipe)  # a size the pipeline refuses: one line, now
-    dense_wall = None
+    dense_wall = dense_tr = None
     if dense_video is None:
-        dense_video, dense_wall, _ = generate(pipe, prompt, seed, settings)
+        dense_video, dense_wall, dense_tr = generate(pipe, prompt, seed, settings)
     handle = method.apply(pipe.transformer)
     try:
-        video, wall, _ = generate(pipe, prompt, seed, settings)
+        video, wall, tr = generate(pipe, prompt, seed, settings)
         report = handle.report()
-        report.extra.update(simulator_profile_extras(handle.simulator_traces()))
+        if simulator_inputs:
+            report.extra.update(simulator_profile_extras(handle.simulator_traces()))
     finally:
         handle.remove()
-    res = HarnessResult(method.name, method.settings_dict(), prompt, int(seed), video_quality(video, dense_video),
-                        report.to_dict(), wall, dense_wall)
+    cmp = compare_videos(dense_video, video, lpips=lpips)
+    res = RunResult(method.name, method.settings_dict(), prompt, int(seed), quality_of(cmp), report.to_dict(), wall,
+                    dense_wall, video=video, dense_video=dense_video, comparison=cmp, trace=handle.recorded_trace(),
+                    transformer_s=tr, dense_transformer_s=dense_tr)
     return res, video, dense_video

@@ -101,7 +101,8 @@ def test_hunyuan_video_pipeline_dual_and_single_stream():
 
 
 def test_warm_up_changes_neither_videos_nor_traces(wan_pipe):
-    from kaleido.evaluation.generate import dense_runs, kaleido_runs
+    from kaleido.evaluation.generate import dense_runs
+    from kaleido.evaluation.runs import kaleido_runs
 
     cfg = KaleidoConfig(reuse=ReuseConfig(4.0, 8.0, dense_steps=1))
     settings = GenerationSettings(num_inference_steps=3, num_frames=9, height=64, width=64, guidance_scale=5.0)
@@ -112,6 +113,6 @@ def test_warm_up_changes_neither_videos_nor_traces(wan_pipe):
     (d0, k0), (d1, k1) = runs[0], runs[1]
     key = ("a blue square moving up", 1)
     assert np.array_equal(d0[key][0], d1[key][0])
-    assert np.array_equal(k0[0].kaleido, k1[0].kaleido)
+    assert np.array_equal(k0[0].video, k1[0].video)
     assert k1[0].trace.steps == [0, 1, 2]  # the 1-step warm-up's trace is not part of the run's
     assert k0[0].trace.summary() == k1[0].trace.summary()
