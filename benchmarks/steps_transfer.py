@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from kaleido.atomic import write_atomic
-    from kaleido.calibration import SweepEvaluator
+    from kaleido.compare.config_evaluator import SweepEvaluator
     from kaleido.compare.grids import DEFAULT_PROMPTS
     from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
     from kaleido.tiny.pipeline import demo_settings

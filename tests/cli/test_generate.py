@@ -90,6 +90,27 @@ def test_sweep_writes_csv_and_plot(tmp_path, pipe_dir):
     assert r.exit_code == 2 and "THETA1:THETA2" in r.output
 
 
+def test_sweep_on_the_comparisons_workers_measures_what_the_process_measures(tmp_path, pipe_dir):
+    """--workers 1: every (point, prompt, seed) a comparison row in --results-dir, the same figures as in process;
+    a rerun computes nothing; a GPU option with workers is refused in one line."""
+    args = ["sweep", "--model", str(pipe_dir), "--points", "4:8", "--prompts", "1", "--seeds", "1", *FAST]
+    local = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "local")])
+    assert local.exit_code == 0, local.output
+    rows_dir = tmp_path / "rows"
+    for _ in range(2):
+        r = CliRunner().invoke(cli, [*args, "--workers", "1", "--results-dir", str(rows_dir), "--out",
+                                     str(tmp_path / "dask")])
+        assert r.exit_code == 0, r.output
+    kept = sorted(p.name for p in rows_dir.glob("*.json"))
+    assert len(kept) == 2  # the dense reference and the point's one run, computed once
+    (a,), (b,) = (json.loads((tmp_path / d / "sweep.json").read_text()) for d in ("local", "dask"))
+    assert b["psnr_mean_db"] == pytest.approx(min(a["psnr_mean_db"], 100.0), abs=1e-9)  # rows cap PSNR at 100 dB
+    for k in ("saved_self_qk", "ssim_mean", "max_abs_diff"):
+        assert b[k] == pytest.approx(a[k], abs=1e-9), k
+    r = CliRunner().invoke(cli, [*args, "--workers", "1", "--dtype", "bf16", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "add --workers 0" in r.output
+
+
 def test_calibrate_writes_a_config_with_axes(tmp_path, pipe_dir):
     from kaleido.techniques.kaleido_reuse import KaleidoConfig
 

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kaleido.atomic import write_atomic
-from kaleido.calibration.target import Measure, Target, TargetCalibration
+from kaleido.calibration.target import Target, TargetCalibration
+from kaleido.compare.config_evaluator import SweepEvaluator
+from kaleido.evaluation.runs import InProcessEvaluator, Measure
 from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 
 
@@ -87,85 +89,6 @@ def calibrate_axes_on_prompts(pipe, prompts: Sequence[str], seed: int, settings,
     return AxesCalibration(cfg, table, prompts, int(seed))
 
 
-def measure_rows(rows: Sequence[dict]) -> Measure:
-    """:class:`Measure` of ``kaleido compare`` rows of one setting (error rows refused: they measured nothing);
-    the means are :func:`kaleido.compare.analysis.aggregate`'s."""
-    from kaleido.compare.analysis import aggregate
-
-    bad = [r for r in rows if r.get("error")]
-    if bad:
-        raise ValueError(f"a calibration candidate failed on prompt {bad[0].get('prompt')!r}: {bad[0]['error']}")
-    if not rows:
-        raise ValueError("no rows to measure")
-    aggs = aggregate(list(rows))
-    if len(aggs) != 1:
-        raise ValueError(f"measure_rows takes the rows of one setting, got {len(aggs)} settings")
-    (a,) = aggs
-    saved = dict(a.saved_by_kind, whole_transformer=a.total_saved, reusable_ops=a.reusable_saved)
-    return Measure(a.n, a.psnr, a.psnr_min, a.ssim, saved)
-
-
-@dataclass
-class SweepEvaluator:
-    """Evaluates configs on prompts x seeds through ``kaleido compare``'s Dask path.
-
-    Each (config, prompt, seed) is one sweep point of method ``kaleido`` with the whole config as its
-    setting, so its row lands in ``results_dir/<key>.json`` like a comparison's: a calibration that is
-    stopped and run again computes only the candidates it has no rows for, the rows can be reported
-    by ``kaleido compare --results-dir`` beside the baselines', and ``scheduler`` sends the work to a
-    Dask cluster (``workers`` local processes without one).
-    """
-
-    pipeline: str  #: a ``kaleido compare`` pipeline: ``tiny``, ``tiny-96``, ``random-wan`` or a local folder
-    results_dir: Path
-    call: dict  #: the pipeline call's settings (:meth:`GenerationSettings.call_kwargs`)
-    scheduler: str | None = None
-    workers: int = 1
-    computed: int = 0  #: points computed so far (the others were rows already on disk)
-    wall_s: float = 0.0  #: seconds spent in the sweep
-    _client: Any = field(default=None, repr=False)
-
-    def __enter__(self) -> "SweepEvaluator":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the Dask client (and local cluster) that :meth:`measure` opened once for all candidates."""
-        if self._client is not None:
-            from kaleido.compare.sweep import close_client
-
-            close_client(*self._client)
-            self._client = None
-
-    def measure(self, config: KaleidoConfig, prompts: Sequence[str], seeds: Sequence[int]) -> Measure:
-        import time
-
-        from kaleido.compare.analysis import load_rows
-        from kaleido.compare.pipelines import pipeline_fingerprint
-        from kaleido.compare.points import DENSE, SweepPoint
-        from kaleido.compare.sweep import open_client, run_sweep
-
-        mid = pipeline_fingerprint(self.pipeline)
-        settings = {"config": config.to_dict()}
-        pts = [SweepPoint(self.pipeline, DENSE, p, int(s), {}, dict(self.call), mid) for p in prompts for s in seeds]
-        mine = [SweepPoint(self.pipeline, "kaleido", p, int(s), settings, dict(self.call), mid)
-                for p in prompts for s in seeds]
-        t0 = time.perf_counter()
-        if self._client is None:
-            self._client = open_client(self.scheduler, self.workers)
-        summary = run_sweep(pts + mine, self.results_dir, progress=False, client=self._client[0])
-        self.wall_s += time.perf_counter() - t0
-        self.computed += summary.computed
-        if summary.failed:
-            raise ValueError(f"{len(summary.failed)} calibration run(s) failed, e.g. {summary.failed[0]}; "
-                             "run the same command again to compute only those")
-        keys = {p.key for p in mine}
-        rows = [r for r in load_rows(self.results_dir) if r.get("point", {}).get("key") in keys]
-        return measure_rows(rows)
-
-
 @dataclass
 class TargetRun:
     """A target calibration (on the calibration prompts) and its check on held-out prompts."""
@@ -224,21 +147,19 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
                                    heldout_prompts: Sequence[str], seeds: Sequence[int], settings, margin: float = 0.0,
                                    budget: int = 16, bisect_steps: int = 3, meta: dict | None = None,
                                    log: Callable[[str], None] = lambda s: None,
-                                   evaluator: SweepEvaluator | None = None, op_min_saving: float = 0.01) -> TargetRun:
+                                   evaluator: SweepEvaluator | InProcessEvaluator | None = None, op_min_saving: float = 0.01) -> TargetRun:
     """Calibrate ``base`` for ``target`` (searched for ``target`` raised by ``margin``) on
     ``calibration_prompts`` x ``seeds``, then measure it on ``heldout_prompts`` x ``seeds``.
 
     ``settings``: a :class:`~kaleido.evaluation.generate.GenerationSettings`; ``meta`` (e.g. the
     model's name) is recorded in the characterisation and the report; ``log`` receives one line per
-    candidate; ``evaluator``: candidates and the held-out check run through it (``kaleido compare``'s
-    Dask path, resumable) instead of in this process; ``op_min_saving``: the search's last stage (see
+    candidate; ``evaluator``: what measures the candidates and the held-out check (``kaleido compare``'s
+    Dask path, resumable: :class:`~kaleido.compare.config_evaluator.SweepEvaluator`; default: this process); ``op_min_saving``: the search's last stage (see
     :func:`~kaleido.calibration.target.calibrate_to_target`). Raises ``ValueError`` for a target or margin out of range, or a pipeline that cannot run.
     """
     from kaleido.characterize import Characterization, characterize_runs
     from kaleido.characterize.suggest import layers_by_likeness, suggested_axes
-    from kaleido.calibration.target import calibrate_to_target, measure_runs
-    from kaleido.evaluation.generate import dense_runs
-    from kaleido.evaluation.runs import kaleido_runs
+    from kaleido.calibration.target import calibrate_to_target
     from kaleido.models.adapter import adapter_for
 
     search_target = target.raised_by(margin)
@@ -247,10 +168,12 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
     rec, dense = characterize_runs(pipe, calib, seeds, settings, base, progress=False)
     ch = Characterization.from_recorder(rec, {**meta, "prompts": calib, "seeds": seeds})
 
+    in_process = evaluator is None
+    if in_process:  # the characterisation's dense runs are the calibration prompts' references
+        evaluator = InProcessEvaluator(pipe, settings, dict(dense))
+
     def evaluate(cfg):
-        if evaluator is not None:
-            return evaluator.measure(cfg, calib, seeds)
-        return measure_runs(kaleido_runs(pipe, cfg, dense, settings, progress=False, lpips=False))
+        return evaluator.measure(cfg, calib, seeds)
 
     layers = layers_by_likeness(ch, adapter_for(pipe.transformer).num_layers(pipe.transformer))
     res = calibrate_to_target(base, evaluate, search_target, suggested_axes(ch, base), layers, budget=budget,
@@ -260,14 +183,10 @@ def calibrate_to_target_on_prompts(pipe, base: KaleidoConfig, target: Target, ca
     rows = [("calibrated", res.chosen.config), ("default", res.default.config)]
     if res.scaled_default is not None and res.scaled_default.config != res.chosen.config:
         rows.append(("default thresholds scaled to the target", res.scaled_default.config))
-    if evaluator is not None:
-        held = {label: evaluator.measure(cfg, heldout, seeds) for label, cfg in rows}
+    held = {label: evaluator.measure(cfg, heldout, seeds) for label, cfg in rows}
+    if not in_process:
         meta["evaluation"] = {"path": "dask", "results_dir": str(evaluator.results_dir),
                               "scheduler": evaluator.scheduler, "workers": evaluator.workers,
                               "points_computed": evaluator.computed, "sweep_wall_s": round(evaluator.wall_s, 1)}
-    else:
-        dense_h = dense_runs(pipe, heldout, seeds, settings, progress=False)
-        held = {label: measure_runs(kaleido_runs(pipe, cfg, dense_h, settings, progress=False, lpips=False))
-                for label, cfg in rows}
     return TargetRun(target, float(margin), res, held, calib, heldout, seeds, ch,
                      {**meta, "settings": settings.to_dict()})

@@ -39,6 +39,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from kaleido.evaluation.runs import Measure
+
 from kaleido.ops import SWITCH_OF
 
 from kaleido.techniques.kaleido_reuse.config import OP_SWITCHES, KaleidoConfig
@@ -101,33 +103,6 @@ class Target:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "value": self.value, "savings_of": self.savings_of, "text": self.describe()}
-
-
-@dataclass
-class Measure:
-    """Quality and savings of one config over a set of (prompt, seed) runs."""
-
-    runs: int
-    psnr_mean_db: float
-    psnr_min_db: float
-    ssim_mean: float
-    saved_fraction: dict[str, float]
-
-    def saved(self, of: str) -> float:
-        return self.saved_fraction.get(of, 0.0)
-
-    @classmethod
-    def from_aggregate(cls, agg: dict) -> "Measure":
-        reuse = agg["reuse"]
-        saved = {op: d["saved_fraction"] for op, d in reuse["per_op"].items()}
-        saved["whole_transformer"] = reuse["whole_transformer"]["saved_fraction"]
-        saved["reusable_ops"] = reuse["reusable_ops"]["saved_fraction"]
-        return cls(agg["runs"], float(agg["psnr_mean_db"]), float(agg["psnr_min_db"]), agg["ssim_mean"], saved)
-
-    def to_dict(self) -> dict:
-        return {"runs": self.runs, "psnr_mean_db": _inf_to_json(self.psnr_mean_db),
-                "psnr_min_db": _inf_to_json(self.psnr_min_db), "ssim_mean": self.ssim_mean,
-                "saved_fraction": dict(sorted(self.saved_fraction.items()))}
 
 
 @dataclass(frozen=True)
@@ -455,13 +430,6 @@ def calibrate_to_target(
         S.notes.append(f"the search used its whole budget of {budget} candidate evaluations")
     return TargetCalibration(target, cur, default, scaled_default, S.candidates, axes_layers if use_axes else {},
                              S.notes)
-
-
-def measure_runs(results) -> Measure:
-    """:class:`Measure` of :func:`kaleido.evaluation.runs.kaleido_runs` results."""
-    from kaleido.evaluation.runs import aggregate
-
-    return Measure.from_aggregate(aggregate(results))
 
 
 def save_json(path, data: dict) -> None:

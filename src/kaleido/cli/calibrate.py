@@ -166,7 +166,8 @@ def _calibrate_target(model, base, out_path, prompts_arg, seeds, target_psnr, ta
                       dtype, results_dir, workers, scheduler, op_min_saving):
     from pathlib import Path
 
-    from kaleido.calibration import SweepEvaluator, calibrate_to_target_on_prompts
+    from kaleido.calibration import calibrate_to_target_on_prompts
+    from kaleido.compare.config_evaluator import SweepEvaluator
     from kaleido.cli._pipeline import load_pipeline_arg
     from kaleido.cli._prompts import echo_prompt_problems
     from kaleido.calibration.target import Target

@@ -48,9 +48,16 @@ def _parse_points(text: str) -> list[tuple]:
 @click.option("--prompts", "n_prompts", type=click.IntRange(1, 8), default=8, show_default=True,
               help="How many of the 8 evaluation prompts.")
 @click.option("--seeds", "n_seeds", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--workers", type=click.IntRange(0), default=0, show_default=True,
+              help="0: run the points in this process (with --device / --dtype); N: as comparison rows on N local "
+                   "Dask worker processes (CPU, fp32), kept in --results-dir so a rerun computes only what is missing.")
+@click.option("--scheduler", default=None, help="A Dask scheduler address (tcp://HOST:PORT) to run the points on.")
+@click.option("--results-dir", "results_dir", type=click.Path(file_okay=False), default=None, callback=output_folder,
+              help="Where the points' comparison rows are kept with --workers / --scheduler (default: rows/ in --out).")
 @generation_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=output_folder)
-def sweep(model, points, config_path, n_prompts, n_seeds, steps, sampler, frames, height, width, out_dir, device, dtype):
+def sweep(model, points, config_path, n_prompts, n_seeds, workers, scheduler, results_dir, steps, sampler, frames, height,
+          width, out_dir, device, dtype):
     """PSNR/SSIM against MAC savings over threshold points -> sweep.csv, sweep.json, sweep.png."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from kaleido.techniques.kaleido_reuse import KaleidoConfig
@@ -67,13 +74,31 @@ def sweep(model, points, config_path, n_prompts, n_seeds, steps, sampler, frames
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
     settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
                             sampler=sampler)
-    pipe = load_pipeline_arg(model, device, dtype, settings)
-    rows = sweep_rows(pipe, base, pts, list(EVAL_PROMPTS[:n_prompts]), list(range(n_seeds)), settings)
+    if workers or scheduler:
+        from kaleido.compare.config_evaluator import SweepEvaluator
+
+        if device != "cpu" or dtype != "fp32":
+            raise click.UsageError(f"--device {device} --dtype {dtype}: the Dask workers run on the CPU in fp32; "
+                                   "add --workers 0 to run the sweep in this process")
+        runs = Path(results_dir) if results_dir else Path(out_dir) / "rows"
+        evaluator = SweepEvaluator(model, runs, settings.call_kwargs(), scheduler, max(1, workers))
+        click.echo(f"points run through the Dask sweep ({scheduler or f'{max(1, workers)} local worker(s)'}), "
+                   f"rows in {runs}", err=True)
+    else:
+        from kaleido.evaluation.runs import InProcessEvaluator
+
+        evaluator = InProcessEvaluator(load_pipeline_arg(model, device, dtype, settings), settings, progress=None)
+    try:
+        with evaluator:
+            rows = sweep_rows(evaluator, base, pts, list(EVAL_PROMPTS[:n_prompts]), list(range(n_seeds)))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
     title = f"{model}: {n_prompts} prompts x {n_seeds} seeds, {settings.num_inference_steps} steps"
     files = write_outputs(rows, Path(out_dir), title)
     for r in rows:
         click.echo(
-            f"theta {r['theta1']:g}/{r['theta2']:g} ({r['low_bits']} bits, {r['metric']}): PSNR {r['psnr_mean_db'] if isinstance(r['psnr_mean_db'], str) else round(r['psnr_mean_db'], 2)} dB, "
+            f"theta {r['theta1']:g}/{r['theta2']:g} ({r['low_bits']} bits, {r['metric']}): PSNR "
+            f"{r['psnr_mean_db'] if isinstance(r['psnr_mean_db'], str) else round(r['psnr_mean_db'], 2)} dB, "
             f"SSIM {r['ssim_mean']:.4f}, self_qk saved {100 * r.get('saved_self_qk', 0):.1f}%, "
             f"whole {100 * r['saved_whole_transformer']:.1f}%"
         )

@@ -1,9 +1,12 @@
 """Kaleido's quality against savings over a range of thresholds (what ``kaleido sweep`` runs).
 
 For each ``(theta1, theta2[, low_bits[, metric]])`` point the thresholds of every op are replaced
-(:func:`point_config`: the config's per-op threshold overrides are dropped), every (prompt, seed)
-is generated with Kaleido and compared with the dense video of the same seed (dense runs are made
-once, :func:`sweep_rows`).  :func:`write_outputs` writes ``sweep.csv`` (one row per point: PSNR/SSIM
+(:func:`point_config`: the config's per-op threshold overrides are dropped) and the point's config is measured on
+every (prompt, seed) against the dense video of the same seed by an evaluator - the calibration's, in this process
+(:class:`~kaleido.evaluation.runs.InProcessEvaluator`: dense runs made once, Kaleido through the harness every
+technique runs through) or the comparison's sweep (:class:`~kaleido.compare.config_evaluator.SweepEvaluator`: one
+comparison row per (point, prompt, seed), on Dask workers, resumable) - so a threshold sweep is a list of
+comparison points, not a sweep of its own (:func:`sweep_rows`).  :func:`write_outputs` writes ``sweep.csv`` (one row per point: PSNR/SSIM
 means and minima, 8-bit-equivalent MAC savings per op kind and for the whole transformer,
 wall-time ratio), ``sweep.json`` and ``sweep.png`` (PSNR against self-attention q.k^T and
 whole-transformer savings).
@@ -14,6 +17,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 from kaleido.atomic import open_atomic, write_atomic
@@ -32,32 +36,36 @@ def point_config(base, pt: tuple, keep_op_overrides: bool = False):
     return dataclasses.replace(base, reuse=reuse, ops=ops)
 
 
-def sweep_rows(pipe, base_cfg, points, prompts, seeds, settings, progress=None, warmup_steps: int = 2) -> list[dict]:
-    """One summary row per threshold point (see the module docstring); dense runs are made once."""
-    from kaleido.evaluation.generate import dense_runs
-    from kaleido.evaluation.runs import aggregate, kaleido_runs
+def _json_psnr(x: float) -> float | str:
+    return "inf" if isinstance(x, float) and math.isinf(x) else x
 
-    dense = dense_runs(pipe, prompts, seeds, settings, progress=progress, warmup_steps=warmup_steps)
+
+def point_row(pt: tuple, cfg, m) -> dict:
+    """One threshold point's summary row from its :class:`~kaleido.evaluation.runs.Measure` (``None`` columns left
+    out: what the evaluator did not measure)."""
+    saved = dict(m.saved_fraction)
+    row = {
+        "theta1": pt[0], "theta2": pt[1], "low_bits": cfg.reuse.low_bits, "metric": cfg.reuse.metric, "runs": m.runs,
+        "psnr_mean_db": _json_psnr(m.psnr_mean_db), "psnr_min_db": _json_psnr(m.psnr_min_db),
+        "ssim_mean": m.ssim_mean, "ssim_min": m.ssim_min, "max_abs_diff": m.max_abs_diff,
+        "saved_whole_transformer": saved.pop("whole_transformer", 0.0),
+        "saved_reusable_ops": saved.pop("reusable_ops", 0.0),
+        "wall_ratio_pipeline": m.wall_ratio_pipeline, "wall_ratio_transformer": m.wall_ratio_transformer,
+    }
+    for op, v in sorted(saved.items()):
+        row[f"saved_{op}"] = v
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def sweep_rows(evaluator, base_cfg, points, prompts, seeds, warmup_steps: int = 2) -> list[dict]:
+    """One summary row per threshold point (see the module docstring), each measured by ``evaluator``
+    (``measure(config, prompts, seeds, desc=, warmup_steps=)``: progress label and untimed warm-up, which an
+    in-process evaluator uses)."""
     rows = []
     for pt in points:
         cfg = point_config(base_cfg, pt)
-        t1, t2 = pt[0], pt[1]
-        results = kaleido_runs(pipe, cfg, dense, settings, progress=progress, desc=f"theta {t1:g}/{t2:g}", lpips=False,
-                               warmup_steps=warmup_steps)
-        agg = aggregate(results)
-        per_op = agg["reuse"]["per_op"]
-        row = {
-            "theta1": t1, "theta2": t2, "low_bits": cfg.reuse.low_bits, "metric": cfg.reuse.metric, "runs": agg["runs"],
-            "psnr_mean_db": agg["psnr_mean_db"], "psnr_min_db": agg["psnr_min_db"],
-            "ssim_mean": agg["ssim_mean"], "ssim_min": agg["ssim_min"], "max_abs_diff": agg["max_abs_diff"],
-            "saved_whole_transformer": agg["reuse"]["whole_transformer"]["saved_fraction"],
-            "saved_reusable_ops": agg["reuse"]["reusable_ops"]["saved_fraction"],
-            "wall_ratio_pipeline": agg["wall_ratio_pipeline"],
-            "wall_ratio_transformer": agg["wall_ratio_transformer"],
-        }
-        for op, d in sorted(per_op.items()):
-            row[f"saved_{op}"] = d["saved_fraction"]
-        rows.append(row)
+        m = evaluator.measure(cfg, prompts, seeds, desc=f"theta {pt[0]:g}/{pt[1]:g}", warmup_steps=warmup_steps)
+        rows.append(point_row(pt, cfg, m))
     return rows
 
 

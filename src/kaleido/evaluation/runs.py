@@ -10,6 +10,8 @@ through the one harness every technique runs through (:func:`kaleido.evaluation.
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -141,3 +143,82 @@ def save_runs(results: Sequence[RunResult], out_dir: str | Path, config: Kaleido
     }
     write_atomic(out / "metrics.json", json.dumps(metrics, indent=1))
     return metrics
+
+
+def _inf_to_json(x: float) -> float | str:
+    return "inf" if isinstance(x, float) and math.isinf(x) else x
+
+
+@dataclass
+class Measure:
+    """Quality and savings of one config over a set of (prompt, seed) runs: what a sweep point, a calibration
+    candidate and a held-out check each measure (:class:`InProcessEvaluator`, or the comparison's rows through
+    :class:`kaleido.compare.config_evaluator.SweepEvaluator`).
+
+    ``ssim_min``, ``max_abs_diff`` and the wall-time ratios (Kaleido / dense: the pipeline call and, where it was
+    timed, the transformer alone) are ``None`` where the runs did not give them."""
+
+    runs: int
+    psnr_mean_db: float
+    psnr_min_db: float
+    ssim_mean: float
+    saved_fraction: dict[str, float]
+    ssim_min: float | None = None
+    max_abs_diff: float | None = None
+    wall_ratio_pipeline: float | None = None
+    wall_ratio_transformer: float | None = None
+
+    def saved(self, of: str) -> float:
+        return self.saved_fraction.get(of, 0.0)
+
+    @classmethod
+    def from_aggregate(cls, agg: dict) -> "Measure":
+        """The measure of :func:`aggregate`'s means."""
+        reuse = agg["reuse"]
+        saved = {op: d["saved_fraction"] for op, d in reuse["per_op"].items()}
+        saved["whole_transformer"] = reuse["whole_transformer"]["saved_fraction"]
+        saved["reusable_ops"] = reuse["reusable_ops"]["saved_fraction"]
+        return cls(agg["runs"], float(agg["psnr_mean_db"]), float(agg["psnr_min_db"]), agg["ssim_mean"], saved,
+                   agg["ssim_min"], agg["max_abs_diff"], agg["wall_ratio_pipeline"], agg["wall_ratio_transformer"])
+
+    def to_dict(self) -> dict:
+        return {"runs": self.runs, "psnr_mean_db": _inf_to_json(self.psnr_mean_db),
+                "psnr_min_db": _inf_to_json(self.psnr_min_db), "ssim_mean": self.ssim_mean,
+                "saved_fraction": dict(sorted(self.saved_fraction.items()))}
+
+
+def measure_runs(results: Sequence[RunResult]) -> Measure:
+    """:class:`Measure` of :func:`kaleido_runs` results."""
+    return Measure.from_aggregate(aggregate(results))
+
+
+@dataclass
+class InProcessEvaluator:
+    """Measures configs on prompts x seeds in this process (any ``--device`` / ``--dtype``): each (prompt, seed)'s
+    dense reference generated once and kept (``dense``: :func:`~kaleido.evaluation.generate.dense_runs`' form, may
+    be given), Kaleido's runs through the harness (:func:`kaleido_runs`). The same ``measure`` as the comparison's
+    :class:`~kaleido.compare.config_evaluator.SweepEvaluator`, so a threshold sweep or a calibration takes either."""
+
+    pipe: Any
+    settings: GenerationSettings
+    dense: dict = field(default_factory=dict)
+    progress: bool | None = False
+
+    def __enter__(self) -> "InProcessEvaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def measure(self, config: KaleidoConfig, prompts: Sequence[str], seeds: Sequence[int], desc: str = "kaleido",
+                warmup_steps: int = 0) -> Measure:
+        from kaleido.evaluation.generate import dense_runs
+
+        pairs = [(p, int(s)) for p in prompts for s in seeds]
+        for p, s in pairs:
+            if (p, s) not in self.dense:
+                self.dense.update(dense_runs(self.pipe, [p], [s], self.settings, progress=self.progress,
+                                             warmup_steps=warmup_steps if not self.dense else 0))
+        mine = {k: self.dense[k] for k in pairs}
+        return measure_runs(kaleido_runs(self.pipe, config, mine, self.settings, progress=self.progress, desc=desc,
+                                         lpips=False, warmup_steps=warmup_steps))
