@@ -89,6 +89,12 @@ def _jsonable(x: float) -> float | str:
     return "inf" if math.isinf(x) else float(x)
 
 
+def json_float(x):
+    """``x`` as results files keep it: ``"inf"`` for an infinite float (PSNR of identical frames), anything else as
+    it is (JSON has no infinity)."""
+    return "inf" if isinstance(x, float) and math.isinf(x) else x
+
+
 @dataclass
 class VideoComparison:
     """PSNR/SSIM (and LPIPS, or why not) of a test video against a reference."""

@@ -92,7 +92,7 @@ def test_sweep_writes_csv_and_plot(tmp_path, pipe_dir):
 
 def test_sweep_on_the_comparisons_workers_measures_what_the_process_measures(tmp_path, pipe_dir):
     """--workers 1: every (point, prompt, seed) a comparison row in --results-dir, the same figures as in process;
-    a rerun computes nothing; a GPU option with workers is refused in one line."""
+    a rerun computes nothing; a GPU option with workers, and a rows folder without them, are refused in one line."""
     args = ["sweep", "--model", str(pipe_dir), "--points", "4:8", "--prompts", "1", "--seeds", "1", *FAST]
     local = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "local")])
     assert local.exit_code == 0, local.output
@@ -109,6 +109,8 @@ def test_sweep_on_the_comparisons_workers_measures_what_the_process_measures(tmp
         assert b[k] == pytest.approx(a[k], abs=1e-9), k
     r = CliRunner().invoke(cli, [*args, "--workers", "1", "--dtype", "bf16", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "add --workers 0" in r.output
+    r = CliRunner().invoke(cli, [*args, "--results-dir", str(rows_dir), "--out", str(tmp_path / "y")])
+    assert r.exit_code == 2 and "add --workers N" in r.output  # rows are only kept by workers: not ignored silently
 
 
 def test_calibrate_writes_a_config_with_axes(tmp_path, pipe_dir):

@@ -51,10 +51,6 @@ PSNR_TARGET_RANGE_DB = (10.0, 100.0)
 SAVINGS_OF = ("self_qk", "whole_transformer", "reusable_ops")
 
 
-def _inf_to_json(x: float) -> float | str:
-    return "inf" if isinstance(x, float) and math.isinf(x) else x
-
-
 @dataclass(frozen=True)
 class Target:
     """``kind`` ``"psnr"`` (mean PSNR vs dense >= ``value`` dB, then most savings) or ``"savings"``

@@ -74,6 +74,9 @@ def sweep(model, points, config_path, n_prompts, n_seeds, workers, scheduler, re
         raise click.BadParameter(str(e), param_hint="--config/--points") from None
     settings = settings_for(model, num_inference_steps=steps, num_frames=frames, height=height, width=width,
                             sampler=sampler)
+    if results_dir and not (workers or scheduler):
+        raise click.UsageError("--results-dir keeps the rows of points run on Dask workers; add --workers N (or "
+                               "--scheduler), or leave --results-dir out to run the sweep in this process")
     if workers or scheduler:
         from kaleido.compare.config_evaluator import SweepEvaluator
 

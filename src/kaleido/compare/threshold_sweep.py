@@ -17,10 +17,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 from kaleido.atomic import open_atomic, write_atomic
+from kaleido.metrics import json_float
 
 
 def point_config(base, pt: tuple, keep_op_overrides: bool = False):
@@ -36,17 +36,13 @@ def point_config(base, pt: tuple, keep_op_overrides: bool = False):
     return dataclasses.replace(base, reuse=reuse, ops=ops)
 
 
-def _json_psnr(x: float) -> float | str:
-    return "inf" if isinstance(x, float) and math.isinf(x) else x
-
-
 def point_row(pt: tuple, cfg, m) -> dict:
     """One threshold point's summary row from its :class:`~kaleido.evaluation.runs.Measure` (``None`` columns left
     out: what the evaluator did not measure)."""
     saved = dict(m.saved_fraction)
     row = {
         "theta1": pt[0], "theta2": pt[1], "low_bits": cfg.reuse.low_bits, "metric": cfg.reuse.metric, "runs": m.runs,
-        "psnr_mean_db": _json_psnr(m.psnr_mean_db), "psnr_min_db": _json_psnr(m.psnr_min_db),
+        "psnr_mean_db": json_float(m.psnr_mean_db), "psnr_min_db": json_float(m.psnr_min_db),
         "ssim_mean": m.ssim_mean, "ssim_min": m.ssim_min, "max_abs_diff": m.max_abs_diff,
         "saved_whole_transformer": saved.pop("whole_transformer", 0.0),
         "saved_reusable_ops": saved.pop("reusable_ops", 0.0),

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import base64
 import io
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from kaleido.evaluation.simulator_profiles import simulator_profile_extras
+from kaleido.metrics import json_float
 from kaleido.generation_settings import GenerationSettings
 
 
@@ -65,7 +65,8 @@ class RunResult:
     A comparison row keeps :meth:`to_dict`; the rest is held in memory for what writes videos and traces
     (``kaleido generate``, :mod:`kaleido.evaluation.generate`): both videos, the
     :class:`~kaleido.metrics.VideoComparison` the quality came from, the trace the technique recorded
-    (``handle.recorded_trace()``) and the transformer's own seconds (dense: when the caller timed it).
+    (``handle.recorded_trace()``, when :func:`run_against_dense` was asked to keep it) and the transformer's own
+    seconds (dense: when the caller timed it).
     """
 
     method: str
@@ -85,25 +86,24 @@ class RunResult:
     dense_transformer_s: float | None = None
 
     def to_dict(self) -> dict:
-        q = {k: (_json_float(v) if not isinstance(v, list) else [_json_float(x) for x in v]) for k, v in self.quality.items()}
+        q = {k: (json_float(v) if not isinstance(v, list) else [json_float(x) for x in v]) for k, v in self.quality.items()}
         return {"method": self.method, "settings": dict(self.settings), "prompt": self.prompt, "seed": self.seed,
                 "quality": q, "report": self.report, "wall_s": self.wall_s, "dense_wall_s": self.dense_wall_s,
                 "extra": dict(self.extra)}
 
 
-def _json_float(x):
-    return "inf" if isinstance(x, float) and math.isinf(x) else x
-
-
 def run_against_dense(pipe, call: dict, method, prompt: str, seed: int, dense_video: np.ndarray | None = None, *,
-                      lpips: bool = True, simulator_inputs: bool = True) -> tuple[RunResult, np.ndarray, np.ndarray]:
+                      lpips: bool = True, simulator_inputs: bool = True,
+                      keep_trace: bool = False) -> tuple[RunResult, np.ndarray, np.ndarray]:
     """Apply ``method``, generate, remove it, and compare with the dense video (generated unless given).
 
     ``call``: the pipeline call's keyword arguments (a sweep row's ``call``,
     :meth:`GenerationSettings.call_kwargs`); every generation is
     :func:`kaleido.evaluation.generate.generate`. ``lpips``: also score LPIPS (when its weights are there);
     ``simulator_inputs``: keep the simulator's inputs of the method's traces in the report (a comparison row
-    does; a run that keeps the trace itself need not). Returns ``(result, video, dense_video)``.
+    does); ``keep_trace``: keep the trace the method recorded on the result (``handle.recorded_trace()``, for a
+    run that writes the trace itself; built only when asked, as an accelerator baseline's is built on demand).
+    Returns ``(result, video, dense_video)``.
     """
     from kaleido.evaluation.generate import generate
     from kaleido.metrics import compare_videos
@@ -118,10 +118,11 @@ def run_against_dense(pipe, call: dict, method, prompt: str, seed: int, dense_vi
         report = handle.report()
         if simulator_inputs:
             report.extra.update(simulator_profile_extras(handle.simulator_traces()))
+        trace = handle.recorded_trace() if keep_trace else None
     finally:
         handle.remove()
     cmp = compare_videos(dense_video, video, lpips=lpips)
     res = RunResult(method.name, method.settings_dict(), prompt, int(seed), quality_of(cmp), report.to_dict(), wall,
-                    dense_wall, video=video, dense_video=dense_video, comparison=cmp, trace=handle.recorded_trace(),
+                    dense_wall, video=video, dense_video=dense_video, comparison=cmp, trace=trace,
                     transformer_s=tr, dense_transformer_s=dense_tr)
     return res, video, dense_video

@@ -10,7 +10,6 @@ through the one harness every technique runs through (:func:`kaleido.evaluation.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -20,6 +19,7 @@ import numpy as np
 from kaleido.evaluation.generate import label_progress, warm_up
 from kaleido.evaluation.harness import RunResult
 from kaleido.generation_settings import GenerationSettings
+from kaleido.metrics import json_float
 from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
 from kaleido.trace import merge_summaries
 
@@ -47,7 +47,7 @@ def kaleido_runs(pipe, config: KaleidoConfig, dense: dict, settings: GenerationS
     for i, ((p, s), (ref, wall_d, tr_d)) in enumerate(items):
         label_progress(pipe, f"{desc} {i + 1}/{len(items)}", progress)
         res, _, _ = run_against_dense(pipe, settings.call_kwargs(), method, p, s, dense_video=ref, lpips=lpips,
-                                      simulator_inputs=False)
+                                      simulator_inputs=False, keep_trace=True)
         if res.trace is None:
             raise RuntimeError("Kaleido recorded no trace: the pipeline never called the patched transformer")
         res.dense_wall_s, res.dense_transformer_s = wall_d, tr_d
@@ -145,10 +145,6 @@ def save_runs(results: Sequence[RunResult], out_dir: str | Path, config: Kaleido
     return metrics
 
 
-def _inf_to_json(x: float) -> float | str:
-    return "inf" if isinstance(x, float) and math.isinf(x) else x
-
-
 @dataclass
 class Measure:
     """Quality and savings of one config over a set of (prompt, seed) runs: what a sweep point, a calibration
@@ -182,8 +178,8 @@ class Measure:
                    agg["ssim_min"], agg["max_abs_diff"], agg["wall_ratio_pipeline"], agg["wall_ratio_transformer"])
 
     def to_dict(self) -> dict:
-        return {"runs": self.runs, "psnr_mean_db": _inf_to_json(self.psnr_mean_db),
-                "psnr_min_db": _inf_to_json(self.psnr_min_db), "ssim_mean": self.ssim_mean,
+        return {"runs": self.runs, "psnr_mean_db": json_float(self.psnr_mean_db),
+                "psnr_min_db": json_float(self.psnr_min_db), "ssim_mean": self.ssim_mean,
                 "saved_fraction": dict(sorted(self.saved_fraction.items()))}
 
 

@@ -180,12 +180,6 @@ def applied(transformer: torch.nn.Module) -> list[str]:
     return [n for n, _ in getattr(transformer, _APPLIED_ATTR, [])]
 
 
-def handles(transformer: torch.nn.Module) -> list:
-    """The handles :func:`apply` returned for what is still on ``transformer``, in the order applied."""
-    _forget_removed(transformer)
-    return [h for _, h in getattr(transformer, _APPLIED_ATTR, [])]
-
-
 def remove(transformer: torch.nn.Module) -> Any:
     """Undo every technique :func:`apply` put on ``transformer`` (last first).
 

@@ -120,7 +120,9 @@ def apply(
     a config that does not fit it, or when nothing would reuse anything.
     """
     if hasattr(transformer, _RUNTIME_ATTR):
-        raise ValueError("Kaleido is already applied to this transformer; call kaleido.remove(transformer) first")
+        raise ValueError("Kaleido is already applied to this transformer; remove it first: kaleido.remove(transformer) "
+                         "undoes what kaleido.apply put on it, kaleido.techniques.kaleido_reuse.remove(transformer) "
+                         "what this module's apply installed")
     adapter = adapter_for(transformer)
     cfg = KaleidoConfig.coerce(config)
     adapter.check_model(transformer)
