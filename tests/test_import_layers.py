@@ -78,19 +78,21 @@ MAY_IMPORT: dict[str, set[str]] = {
 FLOORS: dict[str, tuple] = {
     "kaleido.hw": ("inputs", "arch", "simulate", "designs", "chip_presets", "run", "outputs", "rtl"),
     "kaleido.techniques": (
-        ("shapes", "call_context", "sweep_policy"),  # GEMMs of a call, the call in progress, the sweep's policy
+        ("shapes", "call_context"),  # GEMMs of a call, the call in progress
         ("ledger", "method_report"),
         "handle",  # the generic handle: sees every call, keeps the counts, undoes itself
         ("_hooks", "_merge", "_blocks", "accel_trace"),  # what several techniques share
         "attention_core",
         "base",
         "registry",
-        ("sparse_videogen", "block_topk", "tome", "adaptiv", "exion", "cambricon_d", "kaleido_reuse"),
-        ("step_cache", "cache_dit_peer"),  # step caches: their stacked points name Kaleido's calibrated configs
+        ("sparse_videogen", "block_topk", "tome", "adaptiv", "exion", "cambricon_d", "kaleido_reuse", "step_cache",
+         "cache_dit_peer"),  # the techniques, apart from one another
         "stack",
         "catalog",
         "front_door",
     ),
+    #: the comparison's sweep grids: the policy they share, the grids, their one registry
+    "kaleido.compare.grids": ("policy", ("step_caches", "reuse_and_sparsity"), "catalog"),
 }
 
 

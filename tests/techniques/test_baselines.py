@@ -9,6 +9,7 @@ import torch
 
 from kaleido.evaluation.simulator_profiles import simulator_profile_extras
 from kaleido.techniques import METHODS, BLOCK_KINDS, TECHNIQUES, ModelShapes, make_method
+from kaleido.compare.grids import GRIDS
 from kaleido.compare.presentation import COLOURS
 from kaleido.techniques.registry import GROUPS
 from kaleido.techniques.sparse_videogen import classify_heads, sample_rows, spatial_temporal_masks
@@ -47,9 +48,9 @@ def test_every_method_is_registered_and_rejects_bad_settings():
     committed = {json.loads(p.read_text())["point"]["method"] for p in COMMITTED_ROWS.glob("*.json")}
     assert committed - {"dense"} <= set(METHODS) and len(committed) > 10
     for name, t in TECHNIQUES.items():  # and every registration carries what its readers need
-        assert t.method.name == name and t.grid is not None, name
+        assert t.method.name == name and name in GRIDS, name  # swept by the comparison
         assert COLOURS[name].startswith("#") and t.group in GROUPS, name  # drawn in a colour of its own
-        assert t.unavailable() or (t.grid("tiny", 25) and t.grid("random-wan", 4)), name
+        assert t.unavailable() or (GRIDS[name]("tiny", 25) and GRIDS[name]("random-wan", 4)), name
     assert len(set(COLOURS.values())) == len(COLOURS)  # no two techniques drawn alike
     with pytest.raises(ValueError, match="density"):
         make_method("block_topk", density=1.5)

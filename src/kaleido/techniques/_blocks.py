@@ -15,12 +15,6 @@ import torch
 from kaleido.reuse import TokenGrid
 
 
-def sweep_block_size(pipeline: str) -> int:
-    """The block size the comparison's sweep uses on ``pipeline``: 8 tokens on ``random-wan`` (80 tokens),
-    64 on the miniature pipeline (1280) and the others."""
-    return 8 if pipeline == "random-wan" else 64
-
-
 def n_blocks(S: int, block_size: int) -> int:
     return math.ceil(S / block_size)
 

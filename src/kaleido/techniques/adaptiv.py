@@ -50,11 +50,7 @@ def sign_agreement(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return ((x >= 0) == (ref >= 0)).to(torch.float32).mean(-1)
 
 
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    return [dict(tau=0.75)]  # (0.6: 21.4 dB on 4 prompts of the miniature model)
-
-
-@register_technique(group=TOKEN_MERGING, needs_accelerator=True, grid=_grid)
+@register_technique(group=TOKEN_MERGING, needs_accelerator=True)
 class AdapTiV(Method):
     name = "adaptiv"
     Settings = AdapTiVSettings

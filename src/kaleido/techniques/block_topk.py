@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kaleido.techniques._blocks import block_of_token, expand_block_mask, keep_count, n_blocks, sweep_block_size
+from kaleido.techniques._blocks import block_of_token, expand_block_mask, keep_count, n_blocks
 from kaleido.techniques.attention_core import AttnContext, install_attention_core, joint_keep, keep_attention
 from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
@@ -53,12 +53,7 @@ def pooled_block_scores(q: torch.Tensor, k: torch.Tensor, block_size: int) -> to
     return pool(q) @ pool(k).transpose(-1, -2)
 
 
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    # density 0.7 keeps exactly 70% of the key blocks: 30% of q.k^T saved
-    return [dict(density=0.7, block_size=sweep_block_size(pipeline))]
-
-
-@register_technique(group=SPARSE_ATTENTION, grid=_grid)
+@register_technique(group=SPARSE_ATTENTION)
 class BlockTopK(Method):
     name = "block_topk"
     Settings = BlockTopKSettings

@@ -53,10 +53,8 @@ from kaleido.reuse import OpCounts
 from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.call_context import CallInfo
 from kaleido.techniques.handle import MethodHandle
-from kaleido.techniques.kaleido_reuse.method import calibrated_setting
-from kaleido.techniques.sweep_policy import is_few_step
 from kaleido.techniques.method_report import MethodReport
-from kaleido.techniques.registry import STEP_CACHE, GridUnavailable, module_available, register_technique
+from kaleido.techniques.registry import STEP_CACHE, register_technique
 
 #: the command that installs cache-dit with Kaleido
 PEERS_INSTALL = "pip install 'kaleido-vdit[peers]'"
@@ -304,39 +302,7 @@ def _disable(cache_dit, block_adapter, transformer: torch.nn.Module, forward_bef
         vars(transformer)["forward"] = forward_before
 
 
-def _grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
-    """DBCache F1B0 (the first block decides, as in FirstBlockCache) after 4 warm-up steps: the two points that
-    bracket the comparison's 30 dB on the miniature model (first held-out prompt, seed 0, 25 steps: threshold 0.4,
-    48% of the transformer at 33.0 dB; 0.5 with the TaylorSeer calibrator, 51% at 29.4 dB; cache-dit's own
-    threshold 0.08 and 8 warm-up steps: 3%; 0.2: 36% at 42.0 dB, 49.9 dB with TaylorSeer).  ``random-wan`` runs
-    and the students run without guidance: one call per step."""
-    if not module_available("cache_dit"):
-        raise GridUnavailable(f"cache_dit: the cache-dit package is not installed; install it with {PEERS_INSTALL}")
-    from kaleido.tiny.pipeline import demo_settings
-
-    # one call per step: the random pipeline and every model whose own guidance is 1 (the distilled students)
-    one_call = (dict(separate_cfg=False) if pipeline == "random-wan" or demo_settings(pipeline).guidance_scale == 1.0
-                else {})
-    if is_few_step(steps):
-        # one warm-up step (cache-dit's 8 would be the whole run), thresholds up to its most aggressive useful one
-        return ([dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=t, max_warmup_steps=1,
-                      **one_call) for t in (0.2, 0.4, 0.8)]
-                + [dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=0.4, max_warmup_steps=1,
-                        taylorseer=True, taylorseer_order=1, **one_call)])
-    return [dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=0.4, max_warmup_steps=4, **one_call),
-            dict(Fn_compute_blocks=1, Bn_compute_blocks=0, residual_diff_threshold=0.5, max_warmup_steps=4,
-                 taylorseer=True, taylorseer_order=1, **one_call)]
-
-
-def _stacks(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
-    """cache-dit's first point (at few steps its second) with Kaleido's config calibrated for the pipeline and step
-    count."""
-    first = dict(technique="cache_dit", **_grid(pipeline, steps, sampler)[1 if is_few_step(steps) else 0])
-    return [dict(techniques=[first, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)]
-
-
-@register_technique(
-    group=STEP_CACHE, grid=_grid, stacks=_stacks, requires=("cache_dit", PEERS_INSTALL))
+@register_technique(group=STEP_CACHE, requires=("cache_dit", PEERS_INSTALL))
 class CacheDiT(Method):
     """cache-dit's DBCache; see the module docstring."""
 

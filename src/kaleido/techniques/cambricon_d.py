@@ -47,11 +47,7 @@ class CambriconDSettings:
         check_range("cambricon_d", "refresh_period", self.refresh_period, 0, 10_000)
 
 
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    return [dict(delta_bits=4)]
-
-
-@register_technique(group=DIFFERENTIAL, needs_accelerator=True, grid=_grid)
+@register_technique(group=DIFFERENTIAL, needs_accelerator=True)
 class CambriconD(Method):
     name = "cambricon_d"
     Settings = CambriconDSettings

@@ -66,11 +66,7 @@ def quantize_int8_per_head(x: torch.Tensor) -> torch.Tensor:
     return torch.round(x / amax * 127).clamp(-127, 127)
 
 
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    return [dict(attn_density=0.5, ffn_tau=0.05)]
-
-
-@register_technique(group=SPARSE_ATTENTION_FFN, needs_accelerator=True, grid=_grid,
+@register_technique(group=SPARSE_ATTENTION_FFN, needs_accelerator=True,
                     claims=("self_qk", "self_pv", "ffn_in", "ffn_out"))
 class Exion(Method):
     name = "exion"

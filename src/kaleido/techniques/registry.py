@@ -2,7 +2,7 @@
 
 A technique registers its :class:`~kaleido.techniques.base.Method` class where it is defined::
 
-    @register_technique(group=TOKEN_MERGING, grid=_grid)
+    @register_technique(group=TOKEN_MERGING)
     class ToMe(Method):
         name = "tome"
         Settings = ToMeSettings
@@ -11,13 +11,13 @@ A technique registers its :class:`~kaleido.techniques.base.Method` class where i
 and every reader takes it from here: ``make_method`` and :data:`kaleido.techniques.catalog.METHODS`
 (views of :data:`TECHNIQUES`), ``kaleido.apply`` (the config type it dispatches on and its
 handler), the stacking rules (:func:`kaleido.techniques.stack.check_composable`: which
-techniques are step caches, which op kinds each decides), the comparison's default sweep
-(:mod:`kaleido.compare.grids`: each technique's grid), the report's sections (each technique's group) and
-``kaleido compare --help``.  How a technique is drawn (its plot colour) is presentation and lives with the
-comparison's plots (:mod:`kaleido.compare.presentation`).  What the shared tester runs each technique with (its settings, its
+techniques are step caches, which op kinds each decides), the report's sections (each technique's group) and
+``kaleido compare --help``.  What the comparison sweeps of each technique (its grid) is kept with the
+comparison (:mod:`kaleido.compare.grids`), and how a technique is drawn (its plot colour) with its plots
+(:mod:`kaleido.compare.presentation`).  What the shared tester runs each technique with (its settings, its
 "off" settings, the families it refuses and why) is kept with the tests (``tests/techniques/tester_settings.py``).
-So a new baseline is one module that registers itself (imported by :mod:`kaleido.techniques.catalog`) plus its
-tester case.
+So a new baseline is one module that registers itself (imported by :mod:`kaleido.techniques.catalog`), its
+grid and colour with the comparison, plus its tester case.
 
 This module imports no technique; the technique modules import it.
 """
@@ -34,18 +34,8 @@ KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFF
     "differential computing", "step cache + Kaleido")
 GROUPS: tuple[str, ...] = (KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL,
                            STACK)
-#: ``grid(pipeline, steps, sampler) -> [settings, ...]``: a technique's default sweep settings on ``pipeline`` run
-#: with ``steps`` denoising steps (``None``: the pipeline's own, unknown here) and ``sampler``
-#: (:data:`kaleido.sampling.SAMPLERS`; ``None``: the pipeline's own); raises :class:`GridUnavailable` where it has none
-Grid = Callable[[str, "int | None", "str | None"], list]
-
-
 #: ``register_technique(config=OWN_SETTINGS)`` (the default): ``kaleido.apply`` dispatches on the technique's ``Settings``
 OWN_SETTINGS = object()
-
-
-class GridUnavailable(ValueError):
-    """A technique has no sweep settings for this (pipeline, steps), and says why in one line (what to run)."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +44,9 @@ class Technique:
 
     ``method``: its :class:`~kaleido.techniques.base.Method` class (``name``, ``Settings``); ``claims``: the op
     kinds it may decide itself (what its handle takes over; every other op kind is counted as it runs);
-    ``group``: what kind of technique it is (:data:`GROUPS`: the stacking rules and the report's sections); ``grid``: its default
-    sweep settings (``None``: none); ``config``: the type :func:`kaleido.apply` dispatches on (``None``: not
+    ``group``: what kind of technique it is (:data:`GROUPS`: the stacking rules and the report's sections); ``config``: the type :func:`kaleido.apply` dispatches on (``None``: not
     through ``kaleido.apply``); ``handler(transformer, config, filter_fn)``: what ``kaleido.apply`` runs for it;
-    ``stacks``: a step cache's stacks with Kaleido in the sweep (``grid``-like: ``{"techniques": [...]}`` settings of
-    the ``"stack"`` technique, whose grid gathers them); ``requires``: ``(module, install command)`` of an optional
+    ``requires``: ``(module, install command)`` of an optional
     package it needs (a peer library); ``needs_accelerator``: its MAC saving turns into time only on the hardware
     it was designed for (which :mod:`kaleido.hw` simulates) - on a CPU or GPU its float path emulates the reduced
     or skipped work and costs time; ``False``: it skips work on today's CPUs and GPUs (step caches, sparse
@@ -69,10 +57,8 @@ class Technique:
     method: type
     group: str
     claims: frozenset = frozenset()
-    grid: Grid | None = None
     config: type | None = None
     handler: Callable[..., Any] | None = None
-    stacks: Grid | None = None
     requires: tuple[str, str] | None = None
     needs_accelerator: bool = False
 
@@ -118,9 +104,8 @@ class Technique:
 TECHNIQUES: dict[str, Technique] = {}
 
 
-def register_technique(*, group: str, grid: Grid | None = None, claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
-                       handler: Callable[..., Any] | None = None, stacks: Grid | None = None,
-                       requires: tuple[str, str] | None = None,
+def register_technique(*, group: str, claims: tuple[str, ...] | None = None, config: Any = OWN_SETTINGS,
+                       handler: Callable[..., Any] | None = None, requires: tuple[str, str] | None = None,
                        needs_accelerator: bool = False) -> Callable[[type], type]:
     """Class decorator: register a :class:`~kaleido.techniques.base.Method` subclass under its ``name``.
 
@@ -147,8 +132,8 @@ def register_technique(*, group: str, grid: Grid | None = None, claims: tuple[st
         else:
             raise ValueError(f"register_technique: {name}'s claims depend on its settings; pass claims=(op kinds)")
         TECHNIQUES[name] = Technique(
-            name, cls, group, kinds, grid,
-            cls.Settings if config is OWN_SETTINGS else config, handler, stacks, requires, needs_accelerator)
+            name, cls, group, kinds, cls.Settings if config is OWN_SETTINGS else config, handler, requires,
+            needs_accelerator)
         return cls
 
     return deco

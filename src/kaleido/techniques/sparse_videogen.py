@@ -25,7 +25,7 @@ import torch
 
 from kaleido.reuse import TokenGrid
 
-from kaleido.techniques._blocks import (band_block_mask, block_of_token, expand_block_mask, keep_count, n_blocks, sweep_block_size,
+from kaleido.techniques._blocks import (band_block_mask, block_of_token, expand_block_mask, keep_count, n_blocks,
                       temporal_layout)
 from kaleido.techniques.attention_core import (AttnContext, dense_attention, install_attention_core, joint_keep, keep_attention,
                              masked_attention)
@@ -77,13 +77,7 @@ def classify_heads(q, k, v, m_sp, m_tp, rows) -> torch.Tensor:
     return err_tp < err_sp
 
 
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    # density 0.7 keeps 70% of the key blocks: 30% of q.k^T saved (0.5 gave 19.9 / 26.4 dB on 4 prompts of the
-    # miniature model, far under the comparison's 30 dB)
-    return [dict(density=0.7, block_size=sweep_block_size(pipeline))]
-
-
-@register_technique(group=SPARSE_ATTENTION, grid=_grid)
+@register_technique(group=SPARSE_ATTENTION)
 class SparseVideoGen(Method):
     name = "sparse_videogen"
     Settings = SparseVideoGenSettings

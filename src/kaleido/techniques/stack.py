@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from kaleido.techniques.base import Method
 from kaleido.techniques.method_report import MethodReport
-from kaleido.techniques.registry import STACK, TECHNIQUES, GridUnavailable, register_technique
+from kaleido.techniques.registry import STACK, TECHNIQUES, register_technique
 from kaleido.techniques.shapes import ESTIMATE
 
 
@@ -192,21 +192,7 @@ class StackHandle:
         self.remove()
 
 
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    """The stacks the step caches register for the sweep (a cache without points at ``steps``, e.g. MagCache
-    without calibrated ratios, heads none)."""
-    out: list[dict] = []
-    for t in TECHNIQUES.values():
-        if t.stacks is not None:
-            try:
-                out += t.stacks(pipeline, steps, sampler)
-            except GridUnavailable:
-                pass
-    return out
-
-
-@register_technique(
-    group=STACK, grid=_grid, config=None)
+@register_technique(group=STACK, config=None)
 class Stack(Method):
     """Several techniques on one transformer; see the module docstring."""
 

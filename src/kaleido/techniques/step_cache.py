@@ -36,9 +36,10 @@ another.  ``num_inference_steps`` must be the pipeline's: a call whose cache con
 says otherwise (Wan's does), or a step past it, raises; so does ``report()`` after a
 generation of fewer steps (the only way to see it where the pipeline does not pass its step
 count, as HunyuanVideo's and CogVideoX's do not).  ``report().extra["served_steps"]``
-lists, per context, the steps served from the cache.  The comparison's MagCache points use the
-ratios calibrated for its pipeline and step count (:func:`calibrated_mag_ratios`, from
-``kaleido/assets/magcache_ratios.json``, which ``benchmarks/calibrate_magcache.py`` writes).
+lists, per context, the steps served from the cache.  The comparison's MagCache points
+(:func:`kaleido.compare.grids.step_caches.magcache`) use the ratios calibrated for its pipeline, step count
+and sampler (:func:`calibrated_mag_ratios`, from ``kaleido/assets/magcache_ratios.json``, which
+``benchmarks/calibrate_magcache.py`` writes).
 """
 
 from __future__ import annotations
@@ -52,9 +53,7 @@ from pathlib import Path
 
 from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
-from kaleido.techniques.kaleido_reuse.method import calibrated_setting
-from kaleido.techniques.sweep_policy import QK_ONLY, is_few_step
-from kaleido.techniques.registry import STEP_CACHE, GridUnavailable, register_technique
+from kaleido.techniques.registry import STEP_CACHE, register_technique
 
 #: Wan's self-attention and feed-forward modules, the default TaylorSeer caches there (diffusers' own
 #: defaults match nothing on Wan or CogVideoX); on every model the default is its adapter's self-attention
@@ -121,17 +120,7 @@ class PABSettings:
         object.__setattr__(self, "identifiers", tuple(self.identifiers))
 
 
-def _pab_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
-    """PAB's published default; at few steps also every timestep in range (its most aggressive useful point: with
-    the default range only the middle steps of a 4-step schedule may skip)."""
-    out = [dict(self_skip_range=2, cross_skip_range=4)]
-    if is_few_step(steps):
-        out.append(dict(self_skip_range=2, cross_skip_range=2, timestep_range=(0, 1001)))
-    return out
-
-
-@register_technique(
-    group=STEP_CACHE, grid=_pab_grid)
+@register_technique(group=STEP_CACHE)
 class PyramidAttentionBroadcast(Method):
     name = "pab"
     Settings = PABSettings
@@ -182,13 +171,7 @@ class FBCacheSettings:
         check_range("fbcache", "threshold", self.threshold, 0.0, 100.0)
 
 
-def _fbcache_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
-    """Threshold 0.1 (near the comparison's 30 dB at 25 steps); at few steps, where consecutive steps differ far
-    more, the looser thresholds too (0.8: its most aggressive useful point)."""
-    return [dict(threshold=t) for t in ((0.1, 0.2, 0.4, 0.8) if is_few_step(steps) else (0.1,))]
-
-
-@register_technique(group=STEP_CACHE, grid=_fbcache_grid)
+@register_technique(group=STEP_CACHE)
 class FirstBlockCache(Method):
     name = "fbcache"
     Settings = FBCacheSettings
@@ -256,23 +239,7 @@ def default_cache_identifiers(handle: MethodHandle) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _taylorseer_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
-    """Interval 3 (near the comparison's 30 dB at 25 steps); at few steps interval 2 as well (3 is then its most
-    aggressive useful point: at 4 steps it forecasts two of the three steps after the first)."""
-    return [dict(cache_interval=k) for k in ((2, 3) if is_few_step(steps) else (3,))]
-
-
-def _taylorseer_stacks(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    """TaylorSeer (interval 3; at few steps 2) decides which units run, Kaleido reuses inside the units that do - on
-    self-attention q.k^T only, on every op, and with the config calibrated for the pipeline and step count."""
-    ts = dict(technique="taylorseer", cache_interval=2 if is_few_step(steps) else 3)
-    return ([dict(techniques=[ts, dict(technique="kaleido", theta1=16, theta2=64, low_bits=7, **QK_ONLY)])]
-            + [dict(techniques=[ts, dict(technique="kaleido", theta1=8, theta2=8, low_bits=6)])]
-            + [dict(techniques=[ts, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)])
-
-
-@register_technique(group=STEP_CACHE, grid=_taylorseer_grid,
-                    stacks=_taylorseer_stacks)
+@register_technique(group=STEP_CACHE)
 class TaylorSeer(Method):
     name = "taylorseer"
     Settings = TaylorSeerSettings
@@ -380,43 +347,7 @@ def calibrate_command(pipeline: str, steps: int, sampler: str | None = None) -> 
             "--write")
 
 
-def magcache_grid(pipeline: str, steps: int | None, sampler: str | None = None) -> list[dict]:
-    """MagCache's points on ``pipeline`` at ``steps``: the two that bracket the comparison's 30 dB on the miniature
-    model (2 held-out prompts, seed 0: threshold 0.24, 8 steps in a row, the first 20% computed: 68% of the
-    transformer at 35.2 / 33.4 dB; 0.5, 12, 10%: 80% at 30.3 / 27.9 dB; diffusers' defaults 0.06, 3, 20%: 56% at
-    40.0 dB; a looser threshold alone is capped by the steps in a row).  Without ratios calibrated for that
-    pipeline and step count it has none (:class:`~kaleido.techniques.registry.GridUnavailable`, naming the
-    command that measures them): they depend on the checkpoint and on the step count."""
-    if steps is None:
-        raise GridUnavailable(f"magcache: the number of steps {pipeline!r} runs is not known here (its ratios are "
-                              "calibrated per step count); give the sweep's steps (kaleido compare --steps N)")
-    ratios = calibrated_mag_ratios(pipeline, steps, sampler)
-    if ratios is None:
-        under = f" with the {sampler} sampler" if sampler else ""
-        raise GridUnavailable(f"magcache: no magnitude ratios calibrated for pipeline {pipeline!r} at {steps} steps"
-                              f"{under} (they depend on the checkpoint, the step count and the sampler); measure "
-                              f"them with `{calibrate_command(pipeline, steps, sampler)}`")
-    # at few steps: diffusers' defaults, then looser thresholds with the first step (or none) kept, up to skipping
-    # every step it may (threshold 1.0: its most aggressive useful point)
-    points = (((0.06, 3, 0.2), (0.24, 2, 0.25), (0.5, 2, 0.0), (1.0, 3, 0.0)) if is_few_step(steps)
-              else ((0.24, 8, 0.2), (0.5, 12, 0.1)))
-    return [dict(threshold=t, max_skip_steps=k, retention_ratio=r, num_inference_steps=int(steps),
-                 mag_ratios=list(ratios)) for t, k, r in points]
-
-
-def _magcache_stacks(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    """MagCache's setting nearest 30 dB (its first point; at few steps its second) with Kaleido on self-attention
-    q.k^T, and at few steps with the config calibrated for the pipeline and step count."""
-    mag = dict(technique="magcache", **magcache_grid(pipeline, steps, sampler)[1 if is_few_step(steps) else 0])
-    out = [dict(techniques=[mag, dict(technique="kaleido", theta1=t1, theta2=t2, low_bits=lb, **QK_ONLY)])
-           for t1, t2, lb in ((16, 64, 7), (8, 16, 6))]
-    if is_few_step(steps):
-        out += [dict(techniques=[mag, dict(technique="kaleido", **c)]) for c in calibrated_setting(pipeline, steps)]
-    return out
-
-
-@register_technique(
-    group=STEP_CACHE, grid=magcache_grid, stacks=_magcache_stacks)
+@register_technique(group=STEP_CACHE)
 class MagCache(Method):
     name = "magcache"
     Settings = MagCacheSettings

@@ -44,12 +44,7 @@ class ToMeSettings:
         check_range("tome", "dense_steps", self.dense_steps, 0, 10_000)
 
 
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    # ToMe saves 1 - (1 - ratio)^2 of q.k^T: 19% (0.25: 44% at 26.1 dB on 4 prompts of the miniature model)
-    return [dict(ratio=0.1)]
-
-
-@register_technique(group=TOKEN_MERGING, grid=_grid)
+@register_technique(group=TOKEN_MERGING)
 class ToMe(Method):
     name = "tome"
     Settings = ToMeSettings

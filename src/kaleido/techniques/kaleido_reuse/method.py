@@ -30,7 +30,6 @@ from kaleido.techniques.base import Method, check_range
 from kaleido.techniques.handle import MethodHandle
 from kaleido.techniques.method_report import MethodReport
 from kaleido.techniques.registry import KALEIDO, register_technique
-from kaleido.techniques.sweep_policy import QK_ONLY, calibrated_config_name, is_few_step
 from kaleido.ops import BLOCK_KINDS
 
 #: the ReuseConfig keys the flat settings set for every op
@@ -224,40 +223,12 @@ class KaleidoHandle(MethodHandle):
         MethodHandle.remove(self)
 
 
-def packaged_config_setting(name: str) -> list[dict]:
-    """``[{"config": ..., "label": name}]`` for a packaged KaleidoConfig (none when it is not shipped)."""
-    from kaleido.techniques.kaleido_reuse.config import packaged_configs
-
-    if name not in packaged_configs():
-        return []
-    return [dict(config=KaleidoConfig.load(name).to_dict(), label=name)]
-
-
-def calibrated_setting(pipeline: str, steps: int | None) -> list[dict]:
-    """``[{"config": ..., "label": name}]`` for :func:`calibrated_config_name` (none when it is not shipped)."""
-    name = calibrated_config_name(pipeline, steps)
-    return [] if name is None else packaged_config_setting(name)
-
-
-def _grid(pipeline: str, steps: int, sampler: str | None = None) -> list[dict]:
-    # theta2 <= 2**(low_bits-1) keeps PARTIAL reuse exact (SPEC §3); larger thresholds need more low bits; the
-    # miniature model's q is noisy in int8 units (L-inf over whole RoPE groups), so the comparison levels need large
-    # thresholds; self-attention q.k^T only, like the attention baselines (sparse attention, token merging) it is
-    # matched against (errors from reused linears do not enter the comparison); the calibrated default
-    # (kaleido calibrate, docs/results/README.md) is one more point on the miniature pipeline. At few steps the
-    # quality headroom is spent with wider bands on every op.
-    wider = ([dict(theta1=t1, theta2=t2, low_bits=7) for t1, t2 in ((16, 64), (32, 64))]
-             if is_few_step(steps) else [])
-    return ([dict(theta1=t1, theta2=t2, low_bits=lb) for t1, t2, lb in ((8, 8, 6), (16, 32, 6))]
-            + [dict(theta1=32, theta2=64, low_bits=7, **QK_ONLY)] + wider + calibrated_setting(pipeline, steps))
-
-
 def _apply_kaleido(transformer, config: KaleidoConfig, filter_fn) -> KaleidoHandle:
     """``kaleido.apply``'s handler for a :class:`KaleidoConfig`: its :class:`KaleidoHandle` (with ``filter_fn``)."""
     return KaleidoHandle(KaleidoMethod.from_config(config), transformer, config, filter_fn)
 
 
-@register_technique(group=KALEIDO, needs_accelerator=True, grid=_grid, config=KaleidoConfig, handler=_apply_kaleido)
+@register_technique(group=KALEIDO, needs_accelerator=True, config=KaleidoConfig, handler=_apply_kaleido)
 class KaleidoMethod(Method):
     name = "kaleido"
     Settings = KaleidoSettings

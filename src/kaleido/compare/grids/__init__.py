@@ -1,17 +1,21 @@
 """Default sweeps: which settings of each method, which prompts, which seeds.
 
-The settings are each technique's own (its grid, registered beside it in
-:mod:`kaleido.techniques.catalog`: :attr:`~kaleido.techniques.registry.Technique.grid`); this module
-reads them for a pipeline and step count and adds the prompts.  They are chosen near the
-level the comparison ranks at (30 dB on the miniature model), plus the baselines' published
-defaults; block sizes follow the token count of the pipeline.
+The settings of each technique are its grid, kept here with the comparison and registered once
+(:mod:`.catalog`: :data:`~.catalog.GRIDS`, and the step caches' stacks with Kaleido in
+:data:`~.catalog.STACKS`); the policy every grid shares - what a few-step regime is, which packaged
+Kaleido config is calibrated where - is :mod:`.policy`.  The points are chosen near the level the
+comparison ranks at (30 dB on the miniature model), plus the baselines' published defaults
+(:mod:`.step_caches`, :mod:`.reuse_and_sparsity`); block sizes follow the token count of the pipeline.
+This module reads them for a pipeline, step count and sampler and adds the prompts.
 """
 
 from __future__ import annotations
 
 from kaleido.tiny.data import HELDOUT_PROMPTS
 
-from .points import DENSE, SweepPoint
+from ..points import DENSE, SweepPoint
+from .catalog import GRIDS, STACKS, register_grid
+from .policy import GridUnavailable
 
 #: Prompts understood by the miniature pipeline's vocabulary (shapes moving on backgrounds): the miniature model's
 #: held-out prompts (:data:`kaleido.tiny.data.HELDOUT_PROMPTS`), which no training, distillation or calibration sees.
@@ -21,7 +25,7 @@ DEFAULT_PROMPTS = HELDOUT_PROMPTS
 def default_steps(pipeline: str) -> int | None:
     """The number of steps a sweep of ``pipeline`` runs without ``--steps`` (``None``: the pipeline's own)."""
     if pipeline == "random-wan":
-        from .pipelines import RANDOM_WAN_SETTINGS
+        from ..pipelines import RANDOM_WAN_SETTINGS
 
         return RANDOM_WAN_SETTINGS.num_inference_steps
     from kaleido.tiny.pipeline import demo_settings
@@ -33,8 +37,7 @@ def method_grid(pipeline: str, steps: int | None = None, methods: list[str] | No
                 notes: list[str] | None = None, sampler: str | None = None) -> dict[str, list[dict]]:
     """Settings per method for ``pipeline`` (``random-wan`` has 80 tokens, ``tiny`` 1280) run with ``steps``
     denoising steps (``None``: the pipeline's default) with ``sampler`` (``None``: the pipeline's own), in the
-    registry's order: each registered technique's own
-    grid (:attr:`kaleido.techniques.registry.Technique.grid`, defined beside the technique).
+    registry's order: each registered technique's grid (:data:`.catalog.GRIDS`).
 
     ``methods``: only these (``None``: every technique with a grid).  A technique without points at this
     pipeline and step count (MagCache without ratios calibrated for them) is refused in one line when
@@ -46,15 +49,14 @@ def method_grid(pipeline: str, steps: int | None = None, methods: list[str] | No
     docs/results/README.md) and Kaleido its points around it: a setting far under it costs 16
     generations and says nothing about the ranking."""
     from kaleido.techniques import TECHNIQUES
-    from kaleido.techniques.registry import GridUnavailable
 
     steps = steps if steps is not None else default_steps(pipeline)
     out: dict[str, list[dict]] = {}
-    for name, t in TECHNIQUES.items():
-        if t.grid is None or (methods is not None and name not in methods):
+    for name in TECHNIQUES:
+        if name not in GRIDS or (methods is not None and name not in methods):
             continue
         try:
-            out[name] = t.grid(pipeline, steps, sampler)
+            out[name] = GRIDS[name](pipeline, steps, sampler)
         except GridUnavailable as e:
             if methods is not None:
                 raise ValueError(str(e)) from None
@@ -78,7 +80,7 @@ def build_points(pipeline: str, methods: list[str] | None = None, n_prompts: int
         raise ValueError(f"no settings grid for method(s) {unknown}; known: {sorted(grid)}")
     if not 1 <= n_prompts <= len(DEFAULT_PROMPTS):
         raise ValueError(f"n_prompts={n_prompts}: choose 1..{len(DEFAULT_PROMPTS)}")
-    from .pipelines import pipeline_fingerprint
+    from ..pipelines import pipeline_fingerprint
 
     call = dict(call or {})
     mid = pipeline_fingerprint(pipeline)
@@ -95,3 +97,7 @@ def fallback_points() -> list[SweepPoint]:
     the RANDOM pipeline, one prompt, seed 0, 4 steps, 16 text tokens (its numbers only exercise the machinery)."""
     return build_points("random-wan", ["kaleido", "sparse_videogen", "block_topk", "tome", "adaptiv"], 1, (0,),
                         {"num_inference_steps": 4, "max_sequence_length": 16})
+
+
+__all__ = ["DEFAULT_PROMPTS", "GRIDS", "STACKS", "GridUnavailable", "build_points", "default_steps",
+           "fallback_points", "method_grid", "register_grid"]
