@@ -26,7 +26,7 @@ from kaleido.hw.arch.compute import dense_cycles
 from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.arch.dispatcher import RowStats
 from kaleido.hw.inputs.profile import OpProfile, Profile
-from kaleido.hw.simulate import simulate, simulate_gemm
+from kaleido.hw.designs.kaleido import simulate, simulate_gemm
 from kaleido.hw.inputs.workloads import get_workload, workload_names
 from kaleido.reuse import ModeStats
 

@@ -20,7 +20,7 @@ from kaleido.atomic import write_atomic
 from kaleido.hw.chip_presets import PRESETS, chip_preset
 from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.inputs.profile import OpProfile, Profile
-from kaleido.hw.simulate import DESIGN_LEVEL, simulate
+from kaleido.hw.designs.kaleido import DESIGN_LEVEL, simulate
 from kaleido.hw.inputs.workloads import get_workload, workload_names
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,7 +25,7 @@ import numpy as np
 from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.arch.gpu import A100Config
 from kaleido.hw.inputs.profile import LINEAR_CHUNK, OpProfile, Profile
-from kaleido.hw.simulate import simulate
+from kaleido.hw.designs.kaleido import simulate
 from kaleido.hw.inputs.workloads import Workload, get_workload
 from kaleido.reuse import ModeStats
 

@@ -81,7 +81,7 @@ def _preset(name: str):
 
 
 def _metrics(name: str, scope: str, full: float, partial: float) -> dict[str, float]:
-    from kaleido.hw.simulate import simulate
+    from kaleido.hw.designs.kaleido import simulate
 
     wl = get_workload(name, steps=1)  # a pooled profile: every ratio is the same for any step count
     prof = uniform_profile(wl, full, partial, scope)

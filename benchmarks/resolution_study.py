@@ -143,7 +143,7 @@ def summarise(rows: list[dict], keys=("psnr", "ssim", "self_qk", "self_attention
 def sim_figures(wl, trace) -> dict:
     from kaleido.hw.arch.config import ArrayConfig
     from kaleido.hw.run import array_low_bits
-    from kaleido.hw.simulate import DESIGN_LEVEL, simulate
+    from kaleido.hw.designs.kaleido import DESIGN_LEVEL, simulate
     from kaleido.hw.inputs.trace_adapter import profile_from_trace
 
     prof, _ = profile_from_trace(trace, wl)

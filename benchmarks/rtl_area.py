@@ -34,7 +34,7 @@ from kaleido.hw.arch.area import (LOGIC_SOURCE, SRAM_SOURCE, SYNTHESIS_FILE, den
                              synthesis_figures)
 from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.arch.kaleido_pe import AnchorPlan
-from kaleido.hw.simulate import window_rows
+from kaleido.hw.designs.kaleido import window_rows
 from kaleido.hw.rtl.dispatcher import Dispatcher
 from kaleido.hw.rtl.pe import DensePE, KaleidoPE
 from kaleido.hw.rtl.synth import synthesize_best

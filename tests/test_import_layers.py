@@ -76,7 +76,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: the parts of lower floors (and its own modules), never one beside (a tuple is one floor of parts that stay
 #: apart) or above it; every part is on a floor
 FLOORS: dict[str, tuple] = {
-    "kaleido.hw": ("inputs", "arch", "simulate", "designs", "chip_presets", "run", "outputs", "rtl"),
+    "kaleido.hw": ("inputs", "arch", "designs", "chip_presets", "run", "outputs", "rtl"),
     "kaleido.techniques": (
         ("shapes", "call_context"),  # GEMMs of a call, the call in progress
         ("ledger", "method_report"),

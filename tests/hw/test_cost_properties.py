@@ -27,7 +27,7 @@ from kaleido.hw.arch.energy import EnergyTable
 from kaleido.hw.arch.kaleido_pe import AnchorPlan
 from kaleido.hw.arch.mapping import k_fold_pieces
 from kaleido.hw.inputs.profile import OpProfile, window_full_counts
-from kaleido.hw.simulate import simulate_gemm, window_rows
+from kaleido.hw.designs.kaleido import simulate_gemm, window_rows
 from kaleido.reuse import Mode, ModeStats
 
 KIB = {"ifmap": 1536, "filter": 1536, "ofmap": 512}

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.arch.dispatcher import LEVELS, RowStats, dispatch, greedy_pairs, usage
 from kaleido.hw.arch.energy import EnergyTable
-from kaleido.hw.simulate import simulate_gemm
+from kaleido.hw.designs.kaleido import simulate_gemm
 from kaleido.reuse import Mode, ModeStats
 
 KIB = {"ifmap": 1536, "filter": 1536, "ofmap": 512}

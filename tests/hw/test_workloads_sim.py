@@ -9,7 +9,7 @@ from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.arch.energy import EnergyTable
 from kaleido.hw.arch.gpu import A100Config, a100_gemm
 from kaleido.hw.inputs.profile import Profile
-from kaleido.hw.simulate import simulate
+from kaleido.hw.designs.kaleido import simulate
 from kaleido.hw.inputs.workloads import Gemm, get_workload
 
 

@@ -43,7 +43,7 @@ def test_each_refused_point_is_listed_once():
 
 
 def test_design_table_carries_area_and_the_iso_area_line_reads_it():
-    from kaleido.hw.simulate import simulate
+    from kaleido.hw.designs.kaleido import simulate
     from kaleido.hw.inputs.workloads import get_workload
     from kaleido.report.html import _iso_area_row
 

@@ -11,15 +11,18 @@ Its folders follow the data path, each importing only the ones before it:
    the PE modes (:mod:`.arch.kaleido_pe`), the scheduler + matcher (:mod:`.arch.dispatcher`), the cited energy
    table (:mod:`.arch.energy`), the A100 roofline (:mod:`.arch.gpu`), several arrays on one DRAM
    (:mod:`.arch.chip`) and area (:mod:`.arch.area`).
-3. :mod:`.simulate` - every GEMM of a workload counted on the array: Kaleido at each dispatcher level, its
-   dense reference and the A100 beside it.
-4. :mod:`.designs` - one protocol (a design counts actions, an energy table prices them) and one registry
+3. :mod:`.designs` - one protocol (a design counts actions, an energy table prices them) and one registry
    (``designs.DESIGNS``) of the dense array, the A100, Kaleido and the AdapTiV- / EXION- / Cambricon-D-class
-   designs, whose recorded traces :mod:`.designs.baseline_replay` replays.
-5. :mod:`.chip_presets` (iso-peak / iso-power / iso-memory chips beside the A100) and :mod:`.run` (what
+   designs. Each design holds its own costing: Kaleido's (:mod:`.designs.kaleido`: every GEMM at each
+   dispatcher level beside its dense reference, on one array or a chip, with area), the dense array's
+   (:mod:`.designs.dense`), the baselines' replay of their recorded traces (:mod:`.designs.replay`, run by
+   :mod:`.designs.baseline_replay`).
+4. :mod:`.chip_presets` (iso-peak / iso-power / iso-memory chips beside the A100) and :mod:`.run` (what
    ``kaleido simulate`` runs).
-6. :mod:`.outputs` - report files (:mod:`.outputs.report`) and what the paper's figures would need
+5. :mod:`.outputs` - report files (:mod:`.outputs.report`) and what the paper's figures would need
    (:mod:`.outputs.requirements`).
+6. :mod:`.rtl` - the PE modes, tiles and dispatcher as circuits (Amaranth HDL), checked against the core and
+   :mod:`.arch`.
 """
 
 import importlib
@@ -29,8 +32,8 @@ _EXPORTS = {
     "ArrayConfig": "arch.config", "BufferConfig": "arch.config", "ChipConfig": "arch.chip",
     "chip_preset": "chip_presets", "ActionCounts": "arch.energy", "EnergyTable": "arch.energy",
     "A100Config": "arch.gpu", "OpProfile": "inputs.profile", "Profile": "inputs.profile",
-    "DESIGN_LEVEL": "simulate", "GemmResult": "simulate", "SimResult": "simulate", "simulate": "simulate",
-    "simulate_gemm": "simulate", "Gemm": "inputs.workloads", "Workload": "inputs.workloads",
+    "DESIGN_LEVEL": "designs.kaleido", "GemmResult": "designs.kaleido", "SimResult": "designs.kaleido",
+    "simulate": "designs.kaleido", "simulate_gemm": "designs.kaleido", "Gemm": "inputs.workloads", "Workload": "inputs.workloads",
     "get_workload": "inputs.workloads", "workload_names": "inputs.workloads",
     "DESIGNS": "designs", "Design": "designs", "evaluate": "designs", "get_design": "designs",
 }

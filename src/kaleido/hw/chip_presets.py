@@ -33,7 +33,7 @@ from .arch.config import ArrayConfig
 from .arch.dispatcher import RowStats
 from .arch.energy import EnergyTable
 from .arch.gpu import PEAK, A100Config
-from .simulate import simulate_gemm
+from .designs.kaleido import simulate_gemm
 from .inputs.workloads import get_workload, workload_names
 
 PRESETS = ("iso-peak-int8", "iso-peak-bf16", "iso-power", "iso-memory")
@@ -63,7 +63,7 @@ def array_full_load_power_w(cfg: ArrayConfig, energy: EnergyTable, workloads: tu
     """One array's dynamic power (W) running dense at full rate: the largest over the GEMM shapes of ``workloads``.
 
     Energy of MACs, PE registers and the array's SRAM buffers (no DRAM, no static) over the
-    GEMM's compute time, from :func:`~kaleido.hw.simulate.simulate_gemm`'s dense counts.
+    GEMM's compute time, from :func:`~kaleido.hw.designs.kaleido.simulate_gemm`'s dense counts.
     """
     kib = {n: getattr(cfg.buffers, f"{n}_kib") for n in ("ifmap", "filter", "ofmap")}
     shapes = {(g.M, g.K, g.N) for w in (workloads or tuple(workload_names())) for g in get_workload(w, 1).gemms}

@@ -83,7 +83,7 @@ def parse_buffers(buffers: str) -> list[int]:
 class SimulationRun:
     """The results of :func:`simulate_workloads`."""
 
-    results: dict = field(default_factory=dict)  # workload name -> kaleido.hw.simulate.SimResult (Kaleido)
+    results: dict = field(default_factory=dict)  # workload name -> kaleido.hw.designs.kaleido.SimResult (Kaleido)
     replays: dict = field(default_factory=dict)  # workload name -> a baseline's priced ReplayResult
     pes: int = 0  # the array's PEs (a replay's utilisation is per PE)
     notes: list[str] = field(default_factory=list)

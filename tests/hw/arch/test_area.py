@@ -12,7 +12,7 @@ from kaleido.hw.arch.area import (SYNTHESIS_FILE, SynthesisFigures, TRANSISTORS_
 from kaleido.hw.arch.chip import ChipConfig
 from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.inputs.profile import Profile
-from kaleido.hw.simulate import iso_area_shapes, simulate as _simulate
+from kaleido.hw.designs.kaleido import iso_area_shapes, simulate as _simulate
 from kaleido.hw.inputs.workloads import get_workload
 
 BUFFERS = (1536, 1536, 512)

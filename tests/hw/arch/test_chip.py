@@ -13,7 +13,7 @@ from kaleido.hw.arch.dispatcher import LEVELS
 from kaleido.hw.arch.energy import EnergyTable
 from kaleido.hw.inputs.profile import Profile
 from kaleido.hw.outputs.requirements import first_reaching, measured_fractions, uniform_profile
-from kaleido.hw.simulate import DESIGN_LEVEL, simulate
+from kaleido.hw.designs.kaleido import DESIGN_LEVEL, simulate
 from kaleido.hw.inputs.workloads import Gemm, get_workload, workload_names
 
 MEASURED = Profile.load(files("kaleido") / "assets" / "profiles" / "tiny_wan_default.json")

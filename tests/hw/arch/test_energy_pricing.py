@@ -16,7 +16,7 @@ from kaleido.hw.arch.config import ArrayConfig
 from kaleido.hw.arch.dispatcher import RowStats
 from kaleido.hw.arch.energy import EnergyTable
 from kaleido.hw.arch.kaleido_pe import AnchorPlan
-from kaleido.hw.simulate import simulate_gemm
+from kaleido.hw.designs.kaleido import simulate_gemm
 from kaleido.hw.inputs.workloads import MINIATURE, Gemm, Workload
 from kaleido.reuse import Mode
 
@@ -146,7 +146,7 @@ def test_simulator_figures_do_not_depend_on_the_hash_seed():
     import subprocess
     import sys
 
-    code = ("import json; from importlib.resources import files; from kaleido.hw.simulate import simulate; "
+    code = ("import json; from importlib.resources import files; from kaleido.hw.designs.kaleido import simulate; "
             "from kaleido.hw.inputs.profile import Profile; from kaleido.hw.inputs.workloads import get_workload; "
             "from kaleido.hw.arch.config import ArrayConfig; "
             "p = Profile.load(files('kaleido') / 'assets' / 'profiles' / 'tiny_wan_default.json'); "

@@ -21,7 +21,7 @@ from kaleido.hw.arch.energy import EnergyTable
 from kaleido.hw.arch.gpu import A100Config
 from kaleido.hw.arch.kaleido_pe import AnchorPlan, anchor_distance_rows
 from kaleido.hw.inputs.profile import OpProfile, Profile, window_full_counts
-from kaleido.hw.simulate import DESIGN_LEVEL, simulate, simulate_gemm
+from kaleido.hw.designs.kaleido import DESIGN_LEVEL, simulate, simulate_gemm
 from kaleido.hw.inputs.workloads import get_workload
 from kaleido.reuse import ChannelGroups, Mode, ModeMap, ModeStats, TokenGrid
 

@@ -165,3 +165,23 @@ def test_adding_a_design_is_one_file_plus_its_registration(tmp_path):
         assert d["mac_energy_j"] == pytest.approx(r.component_j("mac"), rel=1e-12)
     finally:
         DESIGNS.pop("toy_column_skip")
+
+
+@pytest.mark.parametrize("arrays", [None, 1, 4, 64])
+def test_the_dense_design_is_kaleidos_dense_reference(arrays):
+    # two independent countings of the same dense array: the dense design's own (from the architecture models)
+    # and the reference Kaleido's design counts beside its figures - equal to the last bit, on one array and on
+    # chips that split by columns, by heads and (64 arrays: more than heads) by keys
+    from kaleido.hw.arch.chip import ChipConfig
+    from kaleido.hw.designs.kaleido import simulate
+    from kaleido.hw.inputs.workloads import get_workload
+
+    for name in ("wan-1.3b-480p", "hunyuan-720p", "turbodiffusion-480p"):
+        wl = get_workload(name)
+        chip = None if arrays is None else ChipConfig(arrays)
+        d = get_design("dense").count(wl, None, None, chip=chip)
+        sim = simulate(wl, None, None, chip=chip)
+        assert (d.cycles, d.time_s, d.dense_macs) == (sim.cycles("dense"), sim.time_s("dense"),
+                                                      sum(g.macs for g in sim.gemms))
+        assert d.actions[0].to_dict() == sim.counts("dense").to_dict()
+        assert d.arrays == sim.arrays

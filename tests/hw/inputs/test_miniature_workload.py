@@ -31,7 +31,7 @@ def test_bad_grid_is_refused(grid):
 
 def test_runner_matches_simulate_and_names_the_carry():
     from kaleido.hw.run import simulate_workloads
-    from kaleido.hw.simulate import simulate
+    from kaleido.hw.designs.kaleido import simulate
 
     run = simulate_workloads("cogvideox-2b-480p", profile="tiny_wan_default", steps=2)
     assert list(run.results) == ["cogvideox-2b-480p"]

@@ -16,7 +16,7 @@ stand for the workload's).
 (``replay_cost`` of its registered design in :mod:`kaleido.hw.designs`): the array cycles of the GEMMs
 its dataflow really runs (fold/fill/drain of :func:`~kaleido.hw.arch.compute.dense_cycles`),
 plus its side units' cycles where they cannot overlap, plus its extra DRAM traffic
-(time per GEMM is ``max(compute, DRAM)``, as in :mod:`kaleido.hw.simulate`).  It also
+(time per GEMM is ``max(compute, DRAM)``, as in :mod:`kaleido.hw.designs.kaleido`).  It also
 costs the same records with the design's ideal model (``gemm_cost``: the old
 fraction model, no utilisation costs) as ``upper_bound``.  Every input of a result is
 listed with where it came from: ``MEASURED`` (the trace), ``paper: ...`` or ``ASSUMED``.

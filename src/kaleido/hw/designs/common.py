@@ -1,5 +1,4 @@
-"""What several designs share: the simulator's counts as a design's (:func:`sim_counts`, for the dense array and
-Kaleido alike) and the machinery of the accelerator-baseline designs (AdapTiV, EXION, Cambricon-D).
+"""What several designs share: the machinery of the accelerator-baseline designs (AdapTiV, EXION, Cambricon-D).
 
 Each design runs a published workload (:mod:`kaleido.hw.inputs.workloads`) on the same
 128x128 int8 systolic array as Kaleido (same :class:`~kaleido.hw.arch.config.ArrayConfig`,
@@ -129,14 +128,3 @@ def dense_cost(g: Gemm, cfg: ArrayConfig) -> GemmCost:
 def side_cycles(elements: float, cfg: ArrayConfig) -> float:
     """Cycles of a side unit handling ``elements`` int8 elements (see :data:`SIDE_SOURCE`)."""
     return elements / cfg.rows
-
-
-def sim_counts(sim, which: str, label: str) -> DesignCounts:
-    """One design's counts out of a :class:`~kaleido.hw.simulate.SimResult`: ``"dense"`` (its dense
-    reference) or a dispatcher level (Kaleido)."""
-    dense = which == "dense"
-    kib = {n: sim.array["buffers"][f"{n}_kib"] for n in ("ifmap", "filter", "ofmap")}
-    work = sum(g.macs if dense else g.work_pe_cycles for g in sim.gemms)
-    return DesignCounts(label, sim.workload["name"], sim.cycles(which), sim.cycles("dense"), sim.time_s(which), work,
-                        sum(g.macs for g in sim.gemms), (sim.counts(which),), kib, sim.array["clock_ghz"],
-                        sim.arrays, notes=list(sim.notes), detail=sim)

@@ -34,7 +34,7 @@ class DesignCounts(ArrayFigures):
     ``ActionCounts`` holds one width; empty for a design not on the array).  ``buffer_kib``, ``clock_ghz``
     and ``arrays`` are what pricing needs of the array (SRAM energy per byte by buffer size, static
     power over the run).  ``detail``: the design's own full result (e.g. Kaleido's
-    :class:`~kaleido.hw.simulate.SimResult`, a baseline's :class:`~kaleido.hw.designs.baseline_replay.ReplayResult`)
+    :class:`~kaleido.hw.designs.kaleido.SimResult`, a baseline's :class:`~kaleido.hw.designs.baseline_replay.ReplayResult`)
     for the figures only it has.
     """
 

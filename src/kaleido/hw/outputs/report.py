@@ -1,4 +1,4 @@
-"""Tables, JSON/CSV files and plots from :class:`~kaleido.hw.simulate.SimResult` objects (Kaleido, its dense
+"""Tables, JSON/CSV files and plots from :class:`~kaleido.hw.designs.kaleido.SimResult` objects (Kaleido, its dense
 reference and the A100), and a table of a baseline's :class:`~kaleido.hw.designs.replay.ReplayResult`.
 
 Every number printed or plotted is read from the results; nothing is typed twice.
@@ -14,7 +14,7 @@ from kaleido.atomic import open_atomic, write_atomic
 
 from ..arch.dispatcher import LEVELS
 from ..designs.replay import ReplayResult
-from ..simulate import DESIGN_LEVEL, SimResult
+from ..designs.kaleido import DESIGN_LEVEL, SimResult
 
 
 def _fmt_time(s: float) -> str:

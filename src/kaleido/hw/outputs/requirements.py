@@ -13,7 +13,7 @@ statistics cannot be split by keys across a chip's arrays.  Groups are those of
 reusing along t.
 
 :func:`first_reaching` finds, on a grid of FULL shares, the first at which a figure of
-merit of :func:`kaleido.hw.simulate.simulate` reaches a target (interpolated);
+merit of :func:`kaleido.hw.designs.kaleido.simulate` reaches a target (interpolated);
 :func:`measured_fractions` gives the MAC-weighted FULL / PARTIAL shares of a measured
 profile carried to a workload, in the same two scopes.
 """

@@ -1,8 +1,10 @@
 """Kaleido's own design: reconfigurable int8 PEs with the scheduler + matcher dispatcher (SPEC §5).
 
-Counting is :func:`kaleido.hw.simulate.simulate` (every GEMM at each dispatcher level, with its dense
-reference and the A100 roofline alongside); this design reads the scheduler + matcher level from it and
-keeps the whole :class:`~kaleido.hw.simulate.SimResult` as ``detail`` for the figures only it has
+Its costing lives here, as every design's does: :mod:`.gemm` (one GEMM: its dense reference and Kaleido's PE
+modes at each dispatcher level, the decision unit, the anchor store, the P.V row skip), :mod:`.workload`
+(:func:`simulate`: every GEMM of a workload, on one array or a chip, with area and the A100 roofline
+alongside) and :mod:`.result` (:class:`SimResult`: totals, energy, the summary).  The design reads the
+scheduler + matcher level and keeps the whole :class:`SimResult` as ``detail`` for the figures only it has
 (utilisation at each dispatcher level, the A100 comparisons, per-op tables).  Statistics: a
 :class:`~kaleido.hw.inputs.profile.Profile` (from a Kaleido trace, :mod:`kaleido.hw.inputs.trace_adapter`, or a shipped
 profile), or ``None`` (no reuse: equal to the dense array).
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .common import sim_counts
-from .protocol import ArrayDesign, DesignCounts
+from ..protocol import ArrayDesign, DesignCounts
+from .gemm import DESIGN_LEVEL, GemmResult, simulate_gemm, window_rows
+from .result import SimResult
+from .workload import iso_area_shapes, simulate
 
 #: what the model leaves out (docs/hardware.md sections 2, 3, 7, 11)
 ASSUMPTIONS = ("the decision unit judges one channel per array row per cycle, overlapped with the array",
@@ -27,8 +31,18 @@ INPUTS = {
 }
 
 
+def sim_counts(sim, which: str, label: str) -> DesignCounts:
+    """Kaleido's counts out of a :class:`SimResult`: a dispatcher level (or ``"dense"``, its dense reference)."""
+    dense = which == "dense"
+    kib = {n: sim.array["buffers"][f"{n}_kib"] for n in ("ifmap", "filter", "ofmap")}
+    work = sum(g.macs if dense else g.work_pe_cycles for g in sim.gemms)
+    return DesignCounts(label, sim.workload["name"], sim.cycles(which), sim.cycles("dense"), sim.time_s(which), work,
+                        sum(g.macs for g in sim.gemms), (sim.counts(which),), kib, sim.array["clock_ghz"],
+                        sim.arrays, notes=list(sim.notes), detail=sim)
+
+
 class Kaleido(ArrayDesign):
-    """Kaleido at the scheduler + matcher level (:data:`kaleido.hw.simulate.DESIGN_LEVEL`)."""
+    """Kaleido at the scheduler + matcher level (:data:`DESIGN_LEVEL`)."""
 
     name = method = "kaleido"
     label = "Kaleido (scheduler + matcher)"
@@ -37,11 +51,13 @@ class Kaleido(ArrayDesign):
 
     def count(self, workload, stats=None, cfg=None, *, transfer: bool = True, level: str | None = None,
               **options) -> DesignCounts:
-        """``options``: those of :func:`~kaleido.hw.simulate.simulate` (``anchor_pricing``, ``complementary``,
+        """``options``: those of :func:`simulate` (``anchor_pricing``, ``complementary``,
         ``chip``, ``a100``); ``transfer``: carry a profile measured on another model or grid by the documented
         rule (on by default, as ``kaleido simulate`` and the accelerator table do); ``level``: the dispatcher
         level (default scheduler + matcher)."""
-        from ..simulate import DESIGN_LEVEL, simulate
-
         sim = simulate(workload, stats, cfg, transfer=transfer, **options)
         return sim_counts(sim, level or DESIGN_LEVEL, self.label)
+
+
+__all__ = ["ASSUMPTIONS", "DESIGN_LEVEL", "GemmResult", "INPUTS", "Kaleido", "SimResult", "iso_area_shapes", "simulate",
+           "simulate_gemm", "window_rows"]
