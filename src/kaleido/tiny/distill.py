@@ -100,6 +100,11 @@ class DistillConfig:
     student_sigmas: tuple[float, ...] | None = None
     #: the weights the student starts from (a tiny variant's name)
     init: str = "tiny"
+    #: the consistency student's last phase on its own re-noised states (:mod:`kaleido.tiny.onpolicy`): its steps
+    #: (0: none), how many of the last times get own-state targets, its learning rate
+    own_state_steps: int = 0
+    own_state_last: int = 1
+    own_state_lr: float = 3e-5
 
     def validate(self) -> None:
         if self.n_trajectories <= self.n_val or self.n_val < 1:
@@ -118,6 +123,11 @@ class DistillConfig:
         if self.sampler == "consistency" and self.rollout_fraction:
             raise ValueError("the consistency student has no rollout phase (its sampler re-noises every step): "
                              "pass rollout_fraction=0")
+        if self.own_state_steps and self.sampler != "consistency":
+            raise ValueError("the own-state phase is the consistency student's (--sampler consistency)")
+        if self.own_state_steps < 0 or self.train_steps < 0 or not 1 <= self.own_state_last <= self.student_steps:
+            raise ValueError(f"own_state_steps={self.own_state_steps} and train_steps={self.train_steps} must be "
+                             f">= 0 and own_state_last={self.own_state_last} in 1..{self.student_steps}")
         if self.student_sigmas is not None:
             s = list(self.student_sigmas)
             if len(s) != self.student_steps + 1 or s[-1] != 0.0 or any(a <= b for a, b in zip(s, s[1:])) or s[0] > 1:
@@ -396,6 +406,102 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
     return ema, sigmas, time.time() - t0
 
 
+def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool = True):
+    """The own-state phase (:mod:`kaleido.tiny.onpolicy`) from ``student`` (the regression's EMA weights): builds
+    the targets (resumable), then ``own_state_steps`` steps whose batches are half own-state pairs (at the last
+    ``own_state_last`` times) and half regression pairs; returns ``(EMA weights, seconds of targets, seconds of
+    training)``."""
+    import copy
+
+    from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+    from kaleido.tiny.onpolicy import load_targets, make_targets
+    from kaleido.tiny.train_transformer import PromptEmbeddings, optimiser_step, predict, warmup_cosine
+
+    states, teacher_sigmas, prompts = load_trajectories(Path(cfg.out_dir) / "trajectories")
+    sigmas = schedule_sigmas(student_scheduler(pipe.scheduler, cfg), cfg.student_steps)
+    at = torch.stack([states_at(states, teacher_sigmas, s) for s in sigmas], 1)
+    at[:, 0] = states[:, 0]
+    at[:, -1] = states[:, -1]
+    emb = PromptEmbeddings(pipe, prompts)
+    text, uncond = emb.batch(prompts), emb.batch([""] * len(prompts))
+    teacher = teacher.float().eval()
+    model = student.float().eval()
+    root = make_targets(Path(cfg.out_dir), model, teacher, states[:, 0], text, uncond, sigmas, teacher_sigmas,
+                        cfg.teacher_guidance, cfg.own_state_last, cfg.noise_seed_base + 500_000, cfg.chunk, progress)
+    ins, tgs, times, targets_s = load_targets(root)
+    n_val, n = cfg.n_val, cfg.own_state_steps
+    train_idx = torch.arange(n_val, len(at))
+    model.train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    ema = copy.deepcopy(model).eval()
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.own_state_lr, weight_decay=0.0)
+    train = Path(cfg.out_dir) / "train"
+    train.mkdir(parents=True, exist_ok=True)
+    ckpt, ema_dir, log = train / "own_ckpt", train / "own_ema", train / "log.jsonl"
+    start = 0
+    if has_checkpoint(ckpt):
+        start = int(load_checkpoint(ckpt, model, opt)["step"])
+        load_checkpoint(ema_dir, ema, None)
+    half = max(1, cfg.batch // 2)
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+
+    def draws():
+        return (train_idx[torch.randint(len(train_idx), (half,), generator=gen)],
+                torch.randint(cfg.student_steps, (half,), generator=gen),
+                train_idx[torch.randint(len(train_idx), (half,), generator=gen)],
+                torch.randint(len(times), (half,), generator=gen))
+
+    for _ in range(start):  # the same draws as an uninterrupted run
+        draws()
+
+    def own_val() -> float:
+        """Latent PSNR (dB) of the x0 prediction from the student's own validation states against their targets."""
+        out = []
+        with torch.no_grad():
+            for j, s in enumerate(times):
+                x = ins[:n_val, j]
+                x0 = x - s * predict(ema, x, torch.full((n_val,), s), text[:n_val])
+                t = tgs[:n_val, j]
+                err = ((x0 - t) ** 2).mean(dim=(1, 2, 3, 4))
+                out.append(float((10 * torch.log10(t.abs().amax(dim=(1, 2, 3, 4)) ** 2 / err)).mean()))
+        return sum(out) / len(out)
+
+    def record(step: int, **extra) -> None:
+        rec = dict(step=step, phase="own-states", **extra)
+        if step % (cfg.log_every * 4) == 0 or step in (0, n):
+            rec["val_latent_psnr"] = round(consistency_val_psnr(ema, at[:n_val], sigmas, text[:n_val]), 3)
+            rec["val_own_state_psnr"] = round(own_val(), 3)
+        with open(log, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        if progress:
+            print(json.dumps(rec), flush=True)
+
+    t0 = time.time()
+    if start == 0:
+        record(0)
+    for step in range(start, n):
+        lr = warmup_cosine(cfg.own_state_lr, step, min(cfg.warmup, max(1, n // 10)), n, 0.1)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        b1, k, b2, j = draws()
+        t1 = torch.tensor([sigmas[i] for i in k.tolist()])
+        t2 = torch.tensor([times[i] for i in j.tolist()])
+        loss = 0.5 * (consistency_loss(model, at[b1, k], t1, text[b1], at[b1, -1])
+                      + consistency_loss(model, ins[b2, j], t2, text[b2], tgs[b2, j]))
+        # the EMA starts from the student the phase begins with: its full decay from the first step
+        optimiser_step(model, ema, opt, loss, cfg.ema_decay, step + 10_000)
+        done = step + 1
+        if done % cfg.log_every == 0 or done == n:
+            record(done, loss=round(float(loss.detach()), 6), lr=lr, seconds=round(time.time() - t0, 1))
+        if done % cfg.ckpt_every == 0 or done == n:
+            save_checkpoint(ckpt, model, opt, {"step": done})
+            save_checkpoint(ema_dir, ema, opt, {"step": done})
+    return ema, targets_s, time.time() - t0
+
+
 def export_variant(cfg: DistillConfig, transformer, scheduler, sigmas: list[float], target: Path | None = None,
                    timing: dict | None = None) -> Path:
     """Save the student's transformer and scheduler and ``variant.json`` to ``target`` (default ``out_dir/variant``)."""
@@ -435,11 +541,15 @@ def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | Non
     traj_s = sum(json.loads(f.read_text()).get("seconds", 0.0) for f in root.glob("chunk-*.json")) or time.time() - t0
     if stop_after == "trajectories":
         return out
+    teacher = pipe.transformer
     if cfg.init != "tiny":  # the student's first weights: the teacher's pipeline with another variant's transformer
         pipe.transformer = load_pipeline(cfg.init).transformer
     ema, sigmas, train_s = train_student(cfg, pipe, progress)
-    return export_variant(cfg, ema, student_scheduler(pipe.scheduler, cfg), sigmas,
-                          timing={"trajectories_s": round(traj_s, 1), "train_s": round(train_s, 1)})
+    timing = {"trajectories_s": round(traj_s, 1), "train_s": round(train_s, 1)}
+    if cfg.own_state_steps:
+        ema, targets_s, own_s = train_own_states(cfg, pipe, teacher, ema, progress)
+        timing.update(own_state_targets_s=round(targets_s, 1), own_state_train_s=round(own_s, 1))
+    return export_variant(cfg, ema, student_scheduler(pipe.scheduler, cfg), sigmas, timing=timing)
 
 
 def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.distill ...
@@ -455,11 +565,17 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
     p.add_argument("--shift-terminal", type=float, default=None)
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--rollout-fraction", type=float, default=None)
+    p.add_argument("--init", default=None, help="the tiny variant the student starts from")
+    p.add_argument("--own-state-steps", type=int, default=None,
+                   help="steps of the consistency student's last phase on its own re-noised states (0: none)")
+    p.add_argument("--own-state-lr", type=float, default=None)
+    p.add_argument("--own-state-last", type=int, default=None, help="how many of the last times get own-state targets")
     p.add_argument("--stop-after", choices=["trajectories"], default=None)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     given = {"n_trajectories": a.trajectories, "train_steps": a.train_steps, "student_steps": a.steps, "lr": a.lr,
-             "rollout_fraction": a.rollout_fraction, "student_shift_terminal": a.shift_terminal}
+             "rollout_fraction": a.rollout_fraction, "student_shift_terminal": a.shift_terminal, "init": a.init,
+             "own_state_steps": a.own_state_steps, "own_state_lr": a.own_state_lr, "own_state_last": a.own_state_last}
     given = {k: v for k, v in given.items() if v is not None}
     if a.out is not None:
         given["out_dir"] = a.out
