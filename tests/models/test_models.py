@@ -56,7 +56,7 @@ def test_reuse_on_static_video_and_trace_content(case):
     run(model, case.inputs(static=True))
     trace = get_trace(model)
     layers = {r.layer for r in trace.records if r.op == "self_qk"}
-    assert layers == set(range(len(report.attention) if case.name != "wan" else len(report.attention) // 2))
+    assert layers == set(range(len(report.attention) if case.joint else len(report.attention) // 2))
     assert {"self_qk", "proj_q", "ffn_in", DENSE_OP} <= set(trace.ops)
     for r in trace.records:
         # every row of every (head, group) has exactly one mode

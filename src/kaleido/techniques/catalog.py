@@ -21,7 +21,7 @@ from kaleido.techniques.step_cache import FirstBlockCache, MagCache, PyramidAtte
 from kaleido.techniques.exion import Exion
 from kaleido.techniques.cambricon_d import CambriconD
 from kaleido.techniques.cache_dit_peer import CacheDiT
-from kaleido.techniques.stack import Stack  # last: its grid gathers the stacks the others register
+from kaleido.techniques.stack import Stack  # last: it stacks the others
 
 from kaleido.techniques.base import Method
 from kaleido.techniques.handle import MethodHandle

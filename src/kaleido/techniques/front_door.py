@@ -40,6 +40,15 @@ import torch
 _APPLIED_ATTR = "_kaleido_techniques"
 
 
+def _default():
+    """The technique a config without ``technique`` names (and ``kaleido.apply(t)`` without a config applies):
+    :data:`kaleido.techniques.registry.DEFAULT_TECHNIQUE`."""
+    from kaleido.techniques.catalog import technique
+    from kaleido.techniques.registry import DEFAULT_TECHNIQUE
+
+    return technique(DEFAULT_TECHNIQUE)
+
+
 def _configurable() -> dict:
     """name -> technique, for every technique ``kaleido.apply`` takes a config of (the registry's)."""
     from kaleido.techniques.catalog import TECHNIQUES
@@ -52,8 +61,9 @@ def _technique_of(config: Any):
 
     t = technique_of_config(config)
     if t is None:
-        raise ValueError(f"kaleido.apply: {type(config).__name__} is not a technique config; give a KaleidoConfig, a "
-                         f"baseline's settings ({', '.join(sorted(set(_configurable()) - {'kaleido'}))}), a mapping "
+        d = _default()
+        raise ValueError(f"kaleido.apply: {type(config).__name__} is not a technique config; give a {d.config.__name__}, "
+                         f"a baseline's settings ({', '.join(sorted(set(_configurable()) - {d.name}))}), a mapping "
                          "with 'technique', or a list")
     return t
 
@@ -75,10 +85,11 @@ def config_from_dict(d: Mapping[str, Any] | list) -> Any:
         return [config_from_dict(x) for x in d]
     if not isinstance(d, Mapping):
         raise ValueError(f"a technique config is a mapping or a list of them, got {type(d).__name__}")
-    name = d.get("technique", "kaleido")
+    default = _default().name
+    name = d.get("technique", default)
     known = _configurable()
     if name not in known:
-        raise ValueError(f"unknown technique {name!r}; known: {['kaleido', *sorted(set(known) - {'kaleido'})]}")
+        raise ValueError(f"unknown technique {name!r}; known: {[default, *sorted(set(known) - {default})]}")
     return known[name].config_from_dict({k: v for k, v in d.items() if k != "technique"})
 
 
@@ -87,18 +98,17 @@ def load_config(path: str | Path) -> Any:
     packaged config's name) is read by :meth:`KaleidoConfig.load`, with its one-line errors."""
     import yaml
 
-    from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
-
+    load = _default().config.load  # the default technique's own loader (KaleidoConfig.load)
     p = Path(path)
     if not p.is_file():
-        return KaleidoConfig.load(path)  # a packaged config by name, or the missing-file error
+        return load(path)  # a packaged config by name, or the missing-file error
     text = p.read_text()
     try:
         d = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError):
-        return KaleidoConfig.load(path)  # its one-line parse error
+        return load(path)  # its one-line parse error
     if isinstance(d, Mapping) and "technique" not in d:
-        return KaleidoConfig.load(path)
+        return load(path)
     return config_from_dict(d)
 
 
@@ -119,10 +129,8 @@ def save_config(config: Any, path: str | Path) -> Path:
 
 
 def _as_config(config: Any) -> Any:
-    from kaleido.techniques.kaleido_reuse.config import KaleidoConfig
-
     if config is None:
-        return KaleidoConfig()
+        return _default().config()
     if isinstance(config, (str, Path)):
         return load_config(config)
     if isinstance(config, Mapping):

@@ -34,6 +34,9 @@ KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFF
     "differential computing", "step cache + Kaleido")
 GROUPS: tuple[str, ...] = (KALEIDO, SPARSE_ATTENTION, TOKEN_MERGING, SPARSE_ATTENTION_FFN, STEP_CACHE, DIFFERENTIAL,
                            STACK)
+#: the technique a config without ``technique`` names and ``kaleido.apply(transformer)`` applies: the project's own
+DEFAULT_TECHNIQUE = "kaleido"
+
 #: ``register_technique(config=OWN_SETTINGS)`` (the default): ``kaleido.apply`` dispatches on the technique's ``Settings``
 OWN_SETTINGS = object()
 
