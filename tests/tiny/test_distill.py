@@ -88,3 +88,13 @@ def test_config_validation_names_the_value():
     with pytest.raises(ValueError, match="n_val"):
         DistillConfig(n_trajectories=4, n_val=8).validate()
     assert math.isfinite(DistillConfig().lr)
+
+
+def test_the_own_state_phase_is_the_consistency_students():
+    from kaleido.tiny.distill import consistency_config
+
+    with pytest.raises(ValueError, match="consistency student"):
+        DistillConfig(own_state_steps=10).validate()
+    with pytest.raises(ValueError, match="own_state_last=5"):
+        consistency_config(own_state_steps=10, own_state_last=5).validate()
+    consistency_config(own_state_steps=10, own_state_last=2, train_steps=0).validate()
