@@ -40,11 +40,14 @@ Its training is consistency regression onto the teacher's ODE endpoint: from the
 trajectory. The teacher's ODE state at ``t`` has the marginal of ``(1 - t) x0 + t z`` (rectified flow keeps
 the interpolation's marginals), which is the distribution of the re-noised inputs the sampler gives the student,
 so the regression trains on the inputs it meets. It starts from ``tiny-turbo``'s weights (guidance already
-distilled in, one call per step). A phase on the student's own re-noised states would need a teacher run from
-each of them (50 transformer calls per target); on two cores that costs more than the whole regression, so it
-is left out.
+distilled in, one call per step). A phase on the student's own re-noised states needs a teacher run from each of
+them; it is a separate, optional phase (below).
 
     python -m kaleido.tiny.distill --sampler consistency --out runs/tiny-rcm
+
+Two later phases can follow, from a student already distilled (``--init tiny-rcm --train-steps 0``): one on the
+student's own re-noised states (``--own-state-steps``, :mod:`kaleido.tiny.onpolicy`) and one of score distillation
+(``--score-steps``, :mod:`kaleido.tiny.score_phase`); docs/model-card.md gives what each measured.
 """
 
 from __future__ import annotations
@@ -105,6 +108,12 @@ class DistillConfig:
     own_state_steps: int = 0
     own_state_last: int = 1
     own_state_lr: float = 3e-5
+    #: the score-distillation phase (:mod:`kaleido.tiny.score_phase`, the reverse-divergence regulariser rCM adds):
+    #: its steps (0: none), the student's and the fake score model's learning rates, the weight of its term
+    score_steps: int = 0
+    score_lr: float = 2e-5
+    score_fake_lr: float = 2e-5
+    score_weight: float = 0.25
 
     def validate(self) -> None:
         if self.n_trajectories <= self.n_val or self.n_val < 1:
@@ -123,8 +132,10 @@ class DistillConfig:
         if self.sampler == "consistency" and self.rollout_fraction:
             raise ValueError("the consistency student has no rollout phase (its sampler re-noises every step): "
                              "pass rollout_fraction=0")
-        if self.own_state_steps and self.sampler != "consistency":
-            raise ValueError("the own-state phase is the consistency student's (--sampler consistency)")
+        if (self.own_state_steps or self.score_steps) and self.sampler != "consistency":
+            raise ValueError("the own-state and score phases are the consistency student's (--sampler consistency)")
+        if self.score_steps < 0 or not 0 <= self.score_weight:
+            raise ValueError(f"score_steps={self.score_steps} and score_weight={self.score_weight} must be >= 0")
         if self.own_state_steps < 0 or self.train_steps < 0 or not 1 <= self.own_state_last <= self.student_steps:
             raise ValueError(f"own_state_steps={self.own_state_steps} and train_steps={self.train_steps} must be "
                              f">= 0 and own_state_last={self.own_state_last} in 1..{self.student_steps}")
@@ -502,6 +513,30 @@ def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool 
     return ema, targets_s, time.time() - t0
 
 
+def train_score(cfg: DistillConfig, pipe, teacher, student, progress: bool = True):
+    """The score phase (:mod:`kaleido.tiny.score_phase`) from ``student``, on the own-state inputs and targets (built
+    from ``student`` where they are not on disk yet); returns ``(EMA weights, seconds of targets, seconds)``."""
+    from kaleido.tiny.onpolicy import load_targets, make_targets
+    from kaleido.tiny.score_phase import train_score_phase
+    from kaleido.tiny.train_transformer import PromptEmbeddings
+
+    states, teacher_sigmas, prompts = load_trajectories(Path(cfg.out_dir) / "trajectories")
+    sigmas = schedule_sigmas(student_scheduler(pipe.scheduler, cfg), cfg.student_steps)
+    emb = PromptEmbeddings(pipe, prompts)
+    text, uncond = emb.batch(prompts), emb.batch([""] * len(prompts))
+    root = make_targets(Path(cfg.out_dir), student.float().eval(), teacher.float().eval(), states[:, 0], text, uncond,
+                        sigmas, teacher_sigmas, cfg.teacher_guidance, cfg.own_state_last, cfg.noise_seed_base + 500_000,
+                        cfg.chunk, progress)
+    ins, tgs, times, targets_s = load_targets(root)
+    ema, secs = train_score_phase(Path(cfg.out_dir), student, teacher, ins, tgs, times, text, uncond,
+                                  torch.arange(cfg.n_val, len(ins)), steps=cfg.score_steps, lr=cfg.score_lr,
+                                  fake_lr=cfg.score_fake_lr, guidance=cfg.teacher_guidance,
+                                  batch=max(1, cfg.batch // 2), weight=cfg.score_weight, ema_decay=cfg.ema_decay,
+                                  seed=cfg.seed, log_every=cfg.log_every, val_idx=torch.arange(cfg.n_val),
+                                  progress=progress)
+    return ema, targets_s, secs
+
+
 def export_variant(cfg: DistillConfig, transformer, scheduler, sigmas: list[float], target: Path | None = None,
                    timing: dict | None = None) -> Path:
     """Save the student's transformer and scheduler and ``variant.json`` to ``target`` (default ``out_dir/variant``)."""
@@ -549,6 +584,9 @@ def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | Non
     if cfg.own_state_steps:
         ema, targets_s, own_s = train_own_states(cfg, pipe, teacher, ema, progress)
         timing.update(own_state_targets_s=round(targets_s, 1), own_state_train_s=round(own_s, 1))
+    if cfg.score_steps:
+        ema, targets_s, score_s = train_score(cfg, pipe, teacher, ema, progress)
+        timing.update(score_train_s=round(score_s, 1))
     return export_variant(cfg, ema, student_scheduler(pipe.scheduler, cfg), sigmas, timing=timing)
 
 
@@ -570,12 +608,16 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
                    help="steps of the consistency student's last phase on its own re-noised states (0: none)")
     p.add_argument("--own-state-lr", type=float, default=None)
     p.add_argument("--own-state-last", type=int, default=None, help="how many of the last times get own-state targets")
+    p.add_argument("--score-steps", type=int, default=None,
+                   help="steps of the consistency student's score-distillation phase (0: none)")
+    p.add_argument("--score-weight", type=float, default=None)
     p.add_argument("--stop-after", choices=["trajectories"], default=None)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     given = {"n_trajectories": a.trajectories, "train_steps": a.train_steps, "student_steps": a.steps, "lr": a.lr,
              "rollout_fraction": a.rollout_fraction, "student_shift_terminal": a.shift_terminal, "init": a.init,
-             "own_state_steps": a.own_state_steps, "own_state_lr": a.own_state_lr, "own_state_last": a.own_state_last}
+             "own_state_steps": a.own_state_steps, "own_state_lr": a.own_state_lr, "own_state_last": a.own_state_last,
+             "score_steps": a.score_steps, "score_weight": a.score_weight}
     given = {k: v for k, v in given.items() if v is not None}
     if a.out is not None:
         given["out_dir"] = a.out
