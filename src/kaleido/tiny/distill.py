@@ -315,26 +315,21 @@ def rollout(transformer, x: torch.Tensor, sigmas: list[float], text: torch.Tenso
 def consistency_val_psnr(transformer, at: torch.Tensor, sigmas: list[float], text: torch.Tensor) -> float:
     """Mean latent PSNR (dB) of the x0 prediction from the teacher's states at the student's times against the
     teacher's final latent (``at``: ``(N, steps + 1, ...)``, the last the endpoint)."""
-    out = []
-    final = at[:, -1]
-    peak = final.abs().amax(dim=(1, 2, 3, 4)) ** 2
-    from kaleido.tiny.train_transformer import predict
+    from kaleido.tiny.train_transformer import latent_psnr, predict
 
+    out = []
     with torch.no_grad():
         for i, s in enumerate(sigmas[:-1]):
             t = torch.full((len(at),), s)
-            x0 = at[:, i] - s * predict(transformer, at[:, i], t, text)
-            err = ((x0 - final) ** 2).mean(dim=(1, 2, 3, 4))
-            out.append(float((10 * torch.log10(peak / err)).mean()))
+            out.append(latent_psnr(at[:, i] - s * predict(transformer, at[:, i], t, text), at[:, -1]))
     return sum(out) / len(out)
 
 
 def train_student(cfg: DistillConfig, pipe, progress: bool = True):
     """Regress the student on the stored trajectories; returns its EMA weights (a transformer)."""
-    import copy
-
     from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
-    from kaleido.tiny.train_transformer import PromptEmbeddings, optimiser_step, predict
+    from kaleido.tiny.train_transformer import (PromptEmbeddings, append_log, latent_psnr, optimiser_step, predict,
+                                                trainable_with_ema)
 
     states, teacher_sigmas, prompts = load_trajectories(Path(cfg.out_dir) / "trajectories")
     sigmas = schedule_sigmas(student_scheduler(pipe.scheduler, cfg), cfg.student_steps)
@@ -346,12 +341,7 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
     emb = PromptEmbeddings(pipe, prompts)
     text = emb.batch(prompts)
 
-    model = pipe.transformer.float().train()
-    for p in model.parameters():
-        p.requires_grad_(True)
-    ema = copy.deepcopy(model).eval()
-    for p in ema.parameters():
-        p.requires_grad_(False)
+    model, ema = trainable_with_ema(pipe.transformer.float().train())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     root = Path(cfg.out_dir) / "train"
     root.mkdir(parents=True, exist_ok=True)
@@ -369,10 +359,7 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
         if cfg.sampler == "consistency":  # the x0 prediction from the teacher's states, mean over the times
             return consistency_val_psnr(ema, at[:n_val], sigmas, text[:n_val])
         with torch.no_grad():
-            x = rollout(ema, at[:n_val, 0], sigmas, text[:n_val])
-            err = ((x - at[:n_val, -1]) ** 2).mean(dim=(1, 2, 3, 4))
-            peak = at[:n_val, -1].abs().amax(dim=(1, 2, 3, 4)) ** 2
-            return float((10 * torch.log10(peak / err)).mean())
+            return latent_psnr(rollout(ema, at[:n_val, 0], sigmas, text[:n_val]), at[:n_val, -1])
 
     rollout_from = int(cfg.train_steps * (1 - cfg.rollout_fraction))
     t0 = time.time()
@@ -407,10 +394,7 @@ def train_student(cfg: DistillConfig, pipe, progress: bool = True):
                               else "rollout" if step >= rollout_from else "step"))
             if done % (cfg.log_every * 8) == 0 or done == cfg.train_steps:
                 rec["val_latent_psnr"] = round(val_psnr(), 3)
-            with open(log, "a") as f:  # append-only log: a killed run leaves whole lines
-                f.write(json.dumps(rec) + "\n")
-            if progress:
-                print(json.dumps(rec), flush=True)
+            append_log(log, rec, progress)
         if done % cfg.ckpt_every == 0 or done == cfg.train_steps:
             save_checkpoint(ckpt, model, opt, {"step": done})
             save_checkpoint(ema_dir, ema, opt, {"step": done})
@@ -422,11 +406,10 @@ def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool 
     the targets (resumable), then ``own_state_steps`` steps whose batches are half own-state pairs (at the last
     ``own_state_last`` times) and half regression pairs; returns ``(EMA weights, seconds of targets, seconds of
     training)``."""
-    import copy
-
     from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
     from kaleido.tiny.onpolicy import load_targets, make_targets
-    from kaleido.tiny.train_transformer import PromptEmbeddings, optimiser_step, predict, warmup_cosine
+    from kaleido.tiny.train_transformer import (PromptEmbeddings, append_log, latent_psnr, optimiser_step, predict,
+                                                trainable_with_ema, warmup_cosine)
 
     states, teacher_sigmas, prompts = load_trajectories(Path(cfg.out_dir) / "trajectories")
     sigmas = schedule_sigmas(student_scheduler(pipe.scheduler, cfg), cfg.student_steps)
@@ -442,12 +425,7 @@ def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool 
     ins, tgs, times, targets_s = load_targets(root)
     n_val, n = cfg.n_val, cfg.own_state_steps
     train_idx = torch.arange(n_val, len(at))
-    model.train()
-    for p in model.parameters():
-        p.requires_grad_(True)
-    ema = copy.deepcopy(model).eval()
-    for p in ema.parameters():
-        p.requires_grad_(False)
+    model, ema = trainable_with_ema(model.train())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.own_state_lr, weight_decay=0.0)
     train = Path(cfg.out_dir) / "train"
     train.mkdir(parents=True, exist_ok=True)
@@ -474,10 +452,7 @@ def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool 
         with torch.no_grad():
             for j, s in enumerate(times):
                 x = ins[:n_val, j]
-                x0 = x - s * predict(ema, x, torch.full((n_val,), s), text[:n_val])
-                t = tgs[:n_val, j]
-                err = ((x0 - t) ** 2).mean(dim=(1, 2, 3, 4))
-                out.append(float((10 * torch.log10(t.abs().amax(dim=(1, 2, 3, 4)) ** 2 / err)).mean()))
+                out.append(latent_psnr(x - s * predict(ema, x, torch.full((n_val,), s), text[:n_val]), tgs[:n_val, j]))
         return sum(out) / len(out)
 
     def record(step: int, **extra) -> None:
@@ -485,10 +460,7 @@ def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool 
         if step % (cfg.log_every * 4) == 0 or step in (0, n):
             rec["val_latent_psnr"] = round(consistency_val_psnr(ema, at[:n_val], sigmas, text[:n_val]), 3)
             rec["val_own_state_psnr"] = round(own_val(), 3)
-        with open(log, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-        if progress:
-            print(json.dumps(rec), flush=True)
+        append_log(log, rec, progress)
 
     t0 = time.time()
     if start == 0:

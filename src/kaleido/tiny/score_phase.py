@@ -21,7 +21,6 @@ Resumable (checkpoints of the student, its EMA and the fake model under ``out_di
 from __future__ import annotations
 
 import copy
-import json
 import time
 from pathlib import Path
 
@@ -51,17 +50,12 @@ def train_score_phase(out_dir: Path, student, teacher, ins: torch.Tensor, tgs: t
     current samples, then the student's loss ``regression + weight * DMD`` at its last time. Returns the student's
     EMA weights and the seconds it took."""
     from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
-    from kaleido.tiny.train_transformer import optimiser_step, predict
+    from kaleido.tiny.train_transformer import append_log, latent_psnr, optimiser_step, predict, trainable_with_ema
 
     j = len(times) - 1  # the last time: where the sample is made
     s_last = float(times[j])
     teacher = teacher.float().eval()
-    model = student.float().train()
-    for p in model.parameters():
-        p.requires_grad_(True)
-    ema = copy.deepcopy(model).eval()
-    for p in ema.parameters():
-        p.requires_grad_(False)
+    model, ema = trainable_with_ema(student.float().train())
     fake = copy.deepcopy(teacher).float().train()
     for p in fake.parameters():
         p.requires_grad_(True)
@@ -91,19 +85,13 @@ def train_score_phase(out_dir: Path, student, teacher, ins: torch.Tensor, tgs: t
             return float("nan")
         with torch.no_grad():
             v = val_idx
-            x0 = x0_of(ema, ins[v, j], torch.full((len(v),), s_last), text[v])
-            t = tgs[v, j]
-            err = ((x0 - t) ** 2).mean(dim=(1, 2, 3, 4))
-            return float((10 * torch.log10(t.abs().amax(dim=(1, 2, 3, 4)) ** 2 / err)).mean())
+            return latent_psnr(x0_of(ema, ins[v, j], torch.full((len(v),), s_last), text[v]), tgs[v, j])
 
     def record(step: int, **extra) -> None:
         rec = dict(step=step, phase="score", **extra)
         if step % (log_every * 4) == 0 or step in (0, steps):
             rec["val_own_state_psnr"] = round(val(), 3)
-        with open(log, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-        if progress:
-            print(json.dumps(rec), flush=True)
+        append_log(log, rec, progress)
 
     t0 = time.time()
     if start == 0:

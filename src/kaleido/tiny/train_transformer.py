@@ -165,6 +165,36 @@ def predict(transformer, x_t: torch.Tensor, sigma: torch.Tensor, text: torch.Ten
     return transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=text, return_dict=False)[0]
 
 
+def latent_psnr(pred: torch.Tensor, target: torch.Tensor) -> float:
+    """Mean over the batch of each latent's PSNR (dB) against ``target``, the peak being ``target``'s largest
+    magnitude (what the distillation's validation figures report)."""
+    peak = target.abs().amax(dim=tuple(range(1, target.ndim))) ** 2
+    err = ((pred - target) ** 2).mean(dim=tuple(range(1, target.ndim)))
+    return float((10 * torch.log10(peak / err)).mean())
+
+
+def trainable_with_ema(model):
+    """``model`` with gradients on, and a frozen copy of it in eval mode (its EMA): ``(model, ema)``."""
+    import copy
+
+    for p in model.parameters():
+        p.requires_grad_(True)
+    ema = copy.deepcopy(model).eval()
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    return model, ema
+
+
+def append_log(path, record: dict, progress: bool) -> None:
+    """Append ``record`` as one JSON line to ``path`` (a killed run leaves whole lines) and print it if ``progress``."""
+    import json
+
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+    if progress:
+        print(json.dumps(record), flush=True)
+
+
 def optimiser_step(model, ema, opt, loss: torch.Tensor, ema_decay: float, step: int) -> None:
     """Backward, clip the gradient norm to 1, AdamW step, then move ``ema`` towards ``model``
     (decay ``min(ema_decay, (1 + step) / (10 + step))``: fast at first)."""

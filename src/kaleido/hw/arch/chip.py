@@ -146,6 +146,18 @@ def _tiles(total: int, unit: int, n: int) -> list[tuple[int, int]]:
     return sorted(out.items(), reverse=True)
 
 
+def array_of(cfg: ArrayConfig | None, chip: "ChipConfig | None", who: str) -> ArrayConfig:
+    """The array a run uses: ``chip.array`` on a chip (``cfg`` then ``None`` or the same), else ``cfg`` or the
+    default :class:`~kaleido.hw.arch.config.ArrayConfig`; a one-line ``ValueError`` naming ``who`` otherwise."""
+    if chip is not None:
+        if not isinstance(chip, ChipConfig):
+            raise ValueError(f"chip must be a kaleido.hw.arch.chip.ChipConfig, got {type(chip).__name__}")
+        if cfg is not None and cfg != chip.array:
+            raise ValueError(f"{who}: cfg and chip.array differ; pass the array only inside the ChipConfig")
+        return chip.array
+    return cfg or ArrayConfig()
+
+
 def split_gemm(g: Gemm, heads: int, chip: ChipConfig, key_split: bool = True) -> GemmSplit:
     """The partition of ``g`` on ``chip`` (see the module docstring).
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from ..arch.chip import ChipConfig, split_gemm
+from ..arch.chip import ChipConfig, array_of, split_gemm
 from ..arch.compute import dense_cycles
 from ..arch.config import ArrayConfig
 from ..arch.energy import ActionCounts
@@ -56,13 +56,7 @@ class DenseArray(ArrayDesign):
     def count(self, workload, stats=None, cfg=None, *, chip=None) -> DesignCounts:
         """``stats`` is ignored (a dense array needs none); ``chip``: a :class:`~kaleido.hw.arch.chip.ChipConfig`
         (``cfg`` then ``None`` or ``chip.array``)."""
-        if chip is not None:
-            if not isinstance(chip, ChipConfig):
-                raise ValueError(f"chip must be a kaleido.hw.arch.chip.ChipConfig, got {type(chip).__name__}")
-            if cfg is not None and cfg != chip.array:
-                raise ValueError("dense: cfg and chip.array differ; pass the array only inside the ChipConfig")
-            cfg = chip.array
-        cfg = cfg or ArrayConfig()
+        cfg = array_of(cfg, chip, "dense")
         arr = cfg.to_dict()
         clock = arr["clock_ghz"] * 1e9
         bw = (arr["buffers"]["dram_gbps"] if chip is None else chip.to_dict()["dram_gbps"]) * 1e9

@@ -15,7 +15,7 @@ from kaleido.reuse import ModeStats
 
 from ...arch.area import (ChipArea, SynthesisFigures, dense_array_area, iso_area_pes, kaleido_array_area, psum_bits,
                           synthesis_figures)
-from ...arch.chip import ChipConfig, GemmSplit, split_gemm
+from ...arch.chip import ChipConfig, GemmSplit, array_of, split_gemm
 from ...arch.compute import dense_cycles
 from ...arch.config import ArrayConfig
 from ...arch.dispatcher import RowStats
@@ -157,13 +157,7 @@ def simulate(
     :func:`kaleido.hw.arch.area.synthesis_figures`); area is one array's, and the iso-area
     dense array is computed for a single array (or a one-array chip) only.
     """
-    if chip is not None:
-        if not isinstance(chip, ChipConfig):
-            raise ValueError(f"chip must be a kaleido.hw.arch.chip.ChipConfig, got {type(chip).__name__}")
-        if cfg is not None and cfg != chip.array:
-            raise ValueError("simulate: cfg and chip.array differ; pass the array only inside the ChipConfig")
-        cfg = chip.array
-    cfg = cfg or ArrayConfig()
+    cfg = array_of(cfg, chip, "simulate")
     energy = energy or EnergyTable()
     a100 = a100 or A100Config()
     if anchor_pricing not in ANCHOR_PRICINGS:
