@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -31,6 +32,7 @@ def main() -> None:
     from kaleido.tiny.distill import training_prompts
     from kaleido.tiny.distribution_card import (REFERENCE_SEED_BASE, _probe, _videos, fd_with_interval, standardise,
                                                 video_features)
+    from kaleido.sampling import make_sampler
     from kaleido.tiny.pipeline import load_pipeline
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -52,15 +54,21 @@ def main() -> None:
                                                        None, None)])
     pipe = load_pipeline("tiny-rcm")
     pipe.set_progress_bar_config(disable=True)
+    shipped_scheduler, shipped_times = pipe.scheduler, list(pipe.scheduler.fixed_sigmas)
     rows = []
     for path in [None, *a.candidates]:
+        times = None
         if path is not None:
             pipe.transformer = WanTransformer3DModel.from_pretrained(path).eval()
+            record = Path(path).parent / "variant.json"
+            # a candidate distilled for other times is sampled at its own (its variant.json beside it)
+            times = json.loads(record.read_text())["sigmas"] if record.is_file() else None
+            pipe.scheduler = make_sampler(shipped_scheduler, "consistency", times or shipped_times)
         videos = _videos(pipe, prompts, list(range(a.seeds)), None, None)
         z_ref, z = standardise(ref, np.stack([video_features(v) for v in videos]))
         fd, ci = fd_with_interval(z_ref, z)
         colour, direction = _probe(videos, prompts * a.seeds)
-        rows.append(dict(candidate=path or "shipped tiny-rcm", fd=round(fd, 4), fd_ci95=[round(c, 4) for c in ci],
+        rows.append(dict(candidate=path or "shipped tiny-rcm", times=times or shipped_times, fd=round(fd, 4), fd_ci95=[round(c, 4) for c in ci],
                          colour_rate=colour, direction_rate=direction))
         print(json.dumps(rows[-1]), flush=True)
     out = dict(prompts=prompts, seeds=a.seeds, reference_seed_base=ref_base, rows=rows,

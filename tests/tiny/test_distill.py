@@ -98,3 +98,30 @@ def test_the_own_state_phase_is_the_consistency_students():
     with pytest.raises(ValueError, match="own_state_last=5"):
         consistency_config(own_state_steps=10, own_state_last=5).validate()
     consistency_config(own_state_steps=10, own_state_last=2, train_steps=0).validate()
+
+
+def test_times_on_the_command_line_parse_and_bad_ones_are_named():
+    import argparse
+
+    from kaleido.tiny.distill import consistency_config, parse_times
+
+    t = parse_times("0.988,0.853,0.609,0.25,0")
+    assert t == (0.988, 0.853, 0.609, 0.25, 0.0)
+    consistency_config(student_sigmas=t).validate()
+    with pytest.raises(argparse.ArgumentTypeError, match="comma-separated"):
+        parse_times("0.9;0.5")
+    with pytest.raises(ValueError, match="decreasing times"):
+        consistency_config(student_sigmas=(0.5, 0.9, 0.6, 0.25, 0.0)).validate()
+
+
+def test_a_student_starts_from_a_variant_or_a_run_folder(tmp_path):
+    from kaleido.tiny.distill import initial_transformer
+    from kaleido.tiny.pipeline import load_pipeline
+
+    shipped = load_pipeline("tiny-rcm").transformer
+    shipped.save_pretrained(tmp_path / "variant" / "transformer")
+    again = initial_transformer(str(tmp_path / "variant"))
+    a, b = shipped.state_dict(), again.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="run's variant folder"):
+        initial_transformer(str(tmp_path / "nowhere"))

@@ -63,3 +63,16 @@ def test_standardise_and_interval():
     assert lo <= fd <= hi and fd < 0.2
     far, (flo, _) = fd_with_interval(ref_z, other_z + 2.0, n=100)
     assert flo > hi and far == pytest.approx(8.0, abs=1.0) and flo <= far
+
+
+def test_merge_rows_replaces_named_rows_and_keeps_the_rest_in_card_order():
+    from kaleido.tiny.distribution_card import merge_rows
+
+    base = dict(prompts=["a"], seeds=[0], reference_seeds=[10000], features=N_FEATURES, seconds=10.0)
+    kept = {**base, "rows": [dict(name="teacher-25", fd=1.0), dict(name="tiny-rcm consistency", fd=5.0)]}
+    fresh = {**base, "seconds": 3.0, "rows": [dict(name="tiny-rcm consistency", fd=4.0)]}
+    out = merge_rows(kept, fresh)
+    assert [(r["name"], r["fd"]) for r in out["rows"]] == [("teacher-25", 1.0), ("tiny-rcm consistency", 4.0)]
+    assert out["seconds"] == 10.0
+    with pytest.raises(SystemExit, match="other seeds"):
+        merge_rows(kept, {**fresh, "seeds": [0, 1]})

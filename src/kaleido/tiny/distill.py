@@ -56,7 +56,7 @@ import json
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -530,6 +530,22 @@ def export_variant(cfg: DistillConfig, transformer, scheduler, sigmas: list[floa
     return target
 
 
+def initial_transformer(init: str):
+    """The transformer a student starts from: a tiny variant's (``"tiny-turbo"``) or a run's exported variant
+    folder (``runs/NAME/variant``, its ``transformer/`` in diffusers layout)."""
+    folder = Path(init) / "transformer"
+    if folder.is_dir():
+        from diffusers import WanTransformer3DModel
+
+        return WanTransformer3DModel.from_pretrained(str(folder))
+    from kaleido.tiny.pipeline import TINY_VARIANTS, load_pipeline
+
+    if init not in TINY_VARIANTS:
+        raise ValueError(f"init={init!r}: give a tiny variant ({', '.join(sorted(TINY_VARIANTS))}) or a run's "
+                         "variant folder (one with transformer/ inside)")
+    return load_pipeline(init).transformer
+
+
 def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | None = None) -> Path:
     """Trajectories, regression, export; each stage resumes where a killed run stopped."""
     from kaleido.tiny.pipeline import load_pipeline
@@ -549,8 +565,8 @@ def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | Non
     if stop_after == "trajectories":
         return out
     teacher = pipe.transformer
-    if cfg.init != "tiny":  # the student's first weights: the teacher's pipeline with another variant's transformer
-        pipe.transformer = load_pipeline(cfg.init).transformer
+    if cfg.init != "tiny":  # the student's first weights: the teacher's pipeline with another student's transformer
+        pipe.transformer = initial_transformer(cfg.init)
     ema, sigmas, train_s = train_student(cfg, pipe, progress)
     timing = {"trajectories_s": round(traj_s, 1), "train_s": round(train_s, 1)}
     if cfg.own_state_steps:
@@ -560,6 +576,16 @@ def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | Non
         ema, targets_s, score_s = train_score(cfg, pipe, teacher, ema, progress)
         timing.update(score_train_s=round(score_s, 1))
     return export_variant(cfg, ema, student_scheduler(pipe.scheduler, cfg), sigmas, timing=timing)
+
+
+def parse_times(text: str) -> tuple[float, ...]:
+    """``--times 0.988,0.853,0.609,0.25,0`` as a tuple (the config's validation checks the order)."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated times, e.g. 0.988,0.853,0.609,0.25,0")
 
 
 def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.distill ...
@@ -573,9 +599,12 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
     p.add_argument("--train-steps", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="the student's sampling steps")
     p.add_argument("--shift-terminal", type=float, default=None)
+    p.add_argument("--times", type=parse_times, default=None,
+                   help="the consistency student's times, comma-separated, last 0 (default TurboDiffusion's)")
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--rollout-fraction", type=float, default=None)
-    p.add_argument("--init", default=None, help="the tiny variant the student starts from")
+    p.add_argument("--init", default=None,
+                   help="the student's first weights: a tiny variant or a run's variant folder")
     p.add_argument("--own-state-steps", type=int, default=None,
                    help="steps of the consistency student's last phase on its own re-noised states (0: none)")
     p.add_argument("--own-state-lr", type=float, default=None)
@@ -589,7 +618,7 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
     given = {"n_trajectories": a.trajectories, "train_steps": a.train_steps, "student_steps": a.steps, "lr": a.lr,
              "rollout_fraction": a.rollout_fraction, "student_shift_terminal": a.shift_terminal, "init": a.init,
              "own_state_steps": a.own_state_steps, "own_state_lr": a.own_state_lr, "own_state_last": a.own_state_last,
-             "score_steps": a.score_steps, "score_weight": a.score_weight}
+             "score_steps": a.score_steps, "score_weight": a.score_weight, "student_sigmas": a.times}
     given = {k: v for k, v in given.items() if v is not None}
     if a.out is not None:
         given["out_dir"] = a.out

@@ -202,6 +202,19 @@ def measure(prompts, n_seeds: int = 8, samples_dir: Path | None = None, progress
                 rows=rows, seconds=round(time.time() - t0, 1))
 
 
+def merge_rows(kept: dict, fresh: dict) -> dict:
+    """``fresh``'s rows in place of ``kept``'s of the same name, the rest of ``kept`` as it was, in the card's
+    order; refused in one line when the two were measured on different prompts, seeds or reference seeds."""
+    for key in ("prompts", "seeds", "reference_seeds", "features"):
+        if kept.get(key) != fresh.get(key):
+            raise SystemExit(f"error: the card to update was measured with other {key}; re-run it whole "
+                             "(without --only)")
+    by_name = {r["name"]: r for r in kept["rows"]} | {r["name"]: r for r in fresh["rows"]}
+    order = [c.name for c in CONTENDERS] + [n for n in by_name if n not in {c.name for c in CONTENDERS}]
+    # each row keeps its own seconds; the card's is the whole run's that made it
+    return {**kept, "rows": [by_name[n] for n in order if n in by_name]}
+
+
 def main() -> None:  # pragma: no cover - a measurement: python -m kaleido.tiny.distribution_card ...
     import argparse
 
@@ -213,9 +226,21 @@ def main() -> None:  # pragma: no cover - a measurement: python -m kaleido.tiny.
     p.add_argument("--samples", default=None)
     p.add_argument("--seeds", type=int, default=8, help="seeds per prompt (8 prompts x 8 seeds = 64 videos)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--only", action="append", default=None, choices=[c.name for c in CONTENDERS],
+                   help="measure these contenders again and keep the other rows of --json (repeatable)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    card = measure(HELDOUT_PROMPTS, a.seeds, Path(a.samples) if a.samples else None)
+    kept = None
+    if a.only:
+        if not (a.json and Path(a.json).is_file()):
+            p.error("--only re-measures rows of an existing card: give its --json file")
+        kept = json.loads(Path(a.json).read_text())
+        # refused before anything is measured (merge_rows checks the measured card again)
+        merge_rows(kept, {**kept, "seeds": list(range(a.seeds)), "prompts": list(HELDOUT_PROMPTS), "rows": []})
+    contenders = [c for c in CONTENDERS if a.only is None or c.name in a.only]
+    card = measure(HELDOUT_PROMPTS, a.seeds, Path(a.samples) if a.samples else None, contenders=contenders)
+    if kept is not None:
+        card = merge_rows(kept, card)
     text = json.dumps(card, indent=1)
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
