@@ -30,9 +30,9 @@ def main() -> None:
 
     from kaleido.tiny.data import HELDOUT_PROMPTS
     from kaleido.tiny.distill import training_prompts
-    from kaleido.tiny.distribution_card import (REFERENCE_SEED_BASE, _probe, _videos, fd_with_interval, standardise,
-                                                video_features)
     from kaleido.sampling import make_sampler
+    from kaleido.tiny.distribution_card import (REFERENCE_SEED_BASE, _probe, _videos, fd_with_interval,
+                                                probe_fields, standardise, video_features)
     from kaleido.tiny.pipeline import load_pipeline
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -69,7 +69,7 @@ def main() -> None:
         fd, ci = fd_with_interval(z_ref, z)
         colour, direction = _probe(videos, prompts * a.seeds)
         rows.append(dict(candidate=path or "shipped tiny-rcm", times=times or shipped_times, fd=round(fd, 4), fd_ci95=[round(c, 4) for c in ci],
-                         colour_rate=colour, direction_rate=direction))
+                         **probe_fields(colour, direction, len(videos))))
         print(json.dumps(rows[-1]), flush=True)
     out = dict(prompts=prompts, seeds=a.seeds, reference_seed_base=ref_base, rows=rows,
                seconds=round(time.time() - t0, 1))

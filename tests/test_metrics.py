@@ -58,3 +58,15 @@ def test_ssim_on_a_frame_smaller_than_the_window_takes_the_largest_odd_one_that_
     want = [structural_similarity(r, t, data_range=1.0, channel_axis=-1, win_size=5) for r, t in zip(ref, test)]
     assert ssim_per_frame(ref, test) == pytest.approx(want, rel=1e-12)
     assert abs(structural_similarity(ref[0], test[0], data_range=1.0, channel_axis=-1, win_size=3) - want[0]) > 1e-3
+
+
+def test_rate_interval_is_wilsons():
+    from kaleido.metrics import rate_interval
+
+    # scipy.stats.binomtest(k, n).proportion_ci(method="wilson"), recorded
+    assert rate_interval(9, 64) == pytest.approx((0.075786, 0.246163), abs=1e-6)
+    assert rate_interval(6, 64) == pytest.approx((0.043678, 0.189829), abs=1e-6)
+    lo, hi = rate_interval(0, 10)
+    assert lo == 0.0 and 0.0 < hi < 0.35  # not empty at no successes
+    with pytest.raises(ValueError, match="successes=11 of n=10"):
+        rate_interval(11, 10)

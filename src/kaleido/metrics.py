@@ -168,3 +168,18 @@ def bootstrap_interval(per_prompt, n: int = 2000, seed: int = 0, level: float = 
     means = x[rng.integers(0, len(x), size=(n, len(x)))].mean(axis=1)
     lo = 100 * (1 - level) / 2
     return float(np.percentile(means, lo)), float(np.percentile(means, 100 - lo))
+
+
+def rate_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval (``level``, default 95%) of a rate of ``successes`` in ``n`` trials: unlike the
+    normal approximation it stays inside [0, 1] and is not empty at 0 or ``n`` successes."""
+    from statistics import NormalDist
+
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} of n={n}: need 0 <= successes <= n and n >= 1")
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    return lo, (1.0 if successes == n else min(1.0, centre + half))

@@ -76,3 +76,12 @@ def test_merge_rows_replaces_named_rows_and_keeps_the_rest_in_card_order():
     assert out["seconds"] == 10.0
     with pytest.raises(SystemExit, match="other seeds"):
         merge_rows(kept, {**fresh, "seeds": [0, 1]})
+
+
+def test_probe_fields_give_each_rate_its_interval():
+    from kaleido.tiny.distribution_card import probe_fields
+
+    f = probe_fields(60 / 64, 9 / 64, 64)
+    assert f["colour_rate"] == 60 / 64 and f["direction_rate"] == 9 / 64
+    assert f["direction_ci95"] == pytest.approx([0.0758, 0.2462])
+    assert f["colour_ci95"][0] < 60 / 64 < f["colour_ci95"][1] <= 1.0
