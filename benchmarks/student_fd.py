@@ -57,19 +57,20 @@ def main() -> None:
     shipped_scheduler, shipped_times = pipe.scheduler, list(pipe.scheduler.fixed_sigmas)
     rows = []
     for path in [None, *a.candidates]:
-        times = None
+        times = shipped_times
         if path is not None:
             pipe.transformer = WanTransformer3DModel.from_pretrained(path).eval()
             record = Path(path).parent / "variant.json"
             # a candidate distilled for other times is sampled at its own (its variant.json beside it)
-            times = json.loads(record.read_text())["sigmas"] if record.is_file() else None
-            pipe.scheduler = make_sampler(shipped_scheduler, "consistency", times or shipped_times)
+            if record.is_file():
+                times = json.loads(record.read_text())["sigmas"]
+            pipe.scheduler = make_sampler(shipped_scheduler, "consistency", times)
         videos = _videos(pipe, prompts, list(range(a.seeds)), None, None)
         z_ref, z = standardise(ref, np.stack([video_features(v) for v in videos]))
         fd, ci = fd_with_interval(z_ref, z)
         colour, direction = _probe(videos, prompts * a.seeds)
-        rows.append(dict(candidate=path or "shipped tiny-rcm", times=times or shipped_times, fd=round(fd, 4), fd_ci95=[round(c, 4) for c in ci],
-                         **probe_fields(colour, direction, len(videos))))
+        rows.append(dict(candidate=path or "shipped tiny-rcm", times=times, fd=round(fd, 4),
+                         fd_ci95=[round(c, 4) for c in ci], **probe_fields(colour, direction, len(videos))))
         print(json.dumps(rows[-1]), flush=True)
     out = dict(prompts=prompts, seeds=a.seeds, reference_seed_base=ref_base, rows=rows,
                seconds=round(time.time() - t0, 1))

@@ -125,3 +125,8 @@ def test_a_student_starts_from_a_variant_or_a_run_folder(tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ValueError, match="run's variant folder"):
         initial_transformer(str(tmp_path / "nowhere"))
+
+
+def test_an_unknown_init_is_refused_before_any_work():
+    with pytest.raises(ValueError, match="init='nowhere'"):
+        DistillConfig(init="nowhere").validate()

@@ -139,6 +139,7 @@ class DistillConfig:
         if self.own_state_steps < 0 or self.train_steps < 0 or not 1 <= self.own_state_last <= self.student_steps:
             raise ValueError(f"own_state_steps={self.own_state_steps} and train_steps={self.train_steps} must be "
                              f">= 0 and own_state_last={self.own_state_last} in 1..{self.student_steps}")
+        init_folder(self.init)  # refused here, before the teacher's trajectories, not after them
         if self.student_sigmas is not None:
             s = list(self.student_sigmas)
             if len(s) != self.student_steps + 1 or s[-1] != 0.0 or any(a <= b for a, b in zip(s, s[1:])) or s[0] > 1:
@@ -408,7 +409,7 @@ def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool 
     training)``."""
     from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
     from kaleido.tiny.onpolicy import load_targets, make_targets
-    from kaleido.tiny.train_transformer import (PromptEmbeddings, append_log, latent_psnr, optimiser_step, predict,
+    from kaleido.tiny.train_transformer import (PromptEmbeddings, latent_psnr, optimiser_step, phase_logger, predict,
                                                 trainable_with_ema, warmup_cosine)
 
     states, teacher_sigmas, prompts = load_trajectories(Path(cfg.out_dir) / "trajectories")
@@ -455,12 +456,9 @@ def train_own_states(cfg: DistillConfig, pipe, teacher, student, progress: bool 
                 out.append(latent_psnr(x - s * predict(ema, x, torch.full((n_val,), s), text[:n_val]), tgs[:n_val, j]))
         return sum(out) / len(out)
 
-    def record(step: int, **extra) -> None:
-        rec = dict(step=step, phase="own-states", **extra)
-        if step % (cfg.log_every * 4) == 0 or step in (0, n):
-            rec["val_latent_psnr"] = round(consistency_val_psnr(ema, at[:n_val], sigmas, text[:n_val]), 3)
-            rec["val_own_state_psnr"] = round(own_val(), 3)
-        append_log(log, rec, progress)
+    record = phase_logger(log, "own-states", cfg.log_every * 4, n, progress, lambda: dict(
+        val_latent_psnr=round(consistency_val_psnr(ema, at[:n_val], sigmas, text[:n_val]), 3),
+        val_own_state_psnr=round(own_val(), 3)))
 
     t0 = time.time()
     if start == 0:
@@ -530,20 +528,30 @@ def export_variant(cfg: DistillConfig, transformer, scheduler, sigmas: list[floa
     return target
 
 
-def initial_transformer(init: str):
-    """The transformer a student starts from: a tiny variant's (``"tiny-turbo"``) or a run's exported variant
-    folder (``runs/NAME/variant``, its ``transformer/`` in diffusers layout)."""
+def init_folder(init: str) -> Path | None:
+    """The transformer folder of ``init`` when it names a run's exported variant folder (``runs/NAME/variant``, its
+    ``transformer/`` in diffusers layout), ``None`` when it names a tiny variant; anything else is refused."""
+    from kaleido.tiny.pipeline import TINY_VARIANTS
+
     folder = Path(init) / "transformer"
     if folder.is_dir():
-        from diffusers import WanTransformer3DModel
-
-        return WanTransformer3DModel.from_pretrained(str(folder))
-    from kaleido.tiny.pipeline import TINY_VARIANTS, load_pipeline
-
+        return folder
     if init not in TINY_VARIANTS:
         raise ValueError(f"init={init!r}: give a tiny variant ({', '.join(sorted(TINY_VARIANTS))}) or a run's "
                          "variant folder (one with transformer/ inside)")
-    return load_pipeline(init).transformer
+    return None
+
+
+def initial_transformer(init: str):
+    """The transformer a student starts from: a tiny variant's (``"tiny-turbo"``) or a run's variant folder's."""
+    from kaleido.tiny.pipeline import from_pretrained, load_pipeline
+
+    folder = init_folder(init)
+    if folder is None:
+        return load_pipeline(init).transformer
+    from diffusers import WanTransformer3DModel
+
+    return from_pretrained(WanTransformer3DModel, str(folder))
 
 
 def run_distill(cfg: DistillConfig, progress: bool = True, stop_after: str | None = None) -> Path:
@@ -624,6 +632,10 @@ def main() -> None:  # pragma: no cover - the long run: python -m kaleido.tiny.d
         given["out_dir"] = a.out
     cfg = (consistency_config(threads=a.threads, **given) if a.sampler == "consistency"
            else DistillConfig(threads=a.threads, **given))
+    try:
+        cfg.validate()
+    except ValueError as e:  # one line naming the setting, not a traceback
+        p.error(str(e))
     print(run_distill(cfg, stop_after=a.stop_after))
 
 

@@ -214,15 +214,22 @@ def measure(prompts, n_seeds: int = 8, samples_dir: Path | None = None, progress
                 rows=rows, seconds=round(time.time() - t0, 1))
 
 
+def check_same_setup(kept: dict, setup: dict) -> None:
+    """Refuse, in one line, to update card ``kept`` from a measurement whose ``setup`` (a card, or the keys it
+    would have) differs in its prompts, seeds, reference seeds or features."""
+    for key in ("prompts", "seeds", "reference_seeds", "features"):
+        if key in setup and kept.get(key) != setup[key]:
+            raise SystemExit(f"error: the card to update was measured with other {key}; re-run it whole "
+                             "(without --only)")
+
+
 def merge_rows(kept: dict, fresh: dict) -> dict:
     """``fresh``'s rows in place of ``kept``'s of the same name, the rest of ``kept`` as it was, in the card's
     order; refused in one line when the two were measured on different prompts, seeds or reference seeds."""
-    for key in ("prompts", "seeds", "reference_seeds", "features"):
-        if kept.get(key) != fresh.get(key):
-            raise SystemExit(f"error: the card to update was measured with other {key}; re-run it whole "
-                             "(without --only)")
+    check_same_setup(kept, fresh)
     by_name = {r["name"]: r for r in kept["rows"]} | {r["name"]: r for r in fresh["rows"]}
-    order = [c.name for c in CONTENDERS] + [n for n in by_name if n not in {c.name for c in CONTENDERS}]
+    names = [c.name for c in CONTENDERS]
+    order = names + [n for n in by_name if n not in names]
     # each row keeps its own seconds; the card's is the whole run's that made it
     return {**kept, "rows": [by_name[n] for n in order if n in by_name]}
 
@@ -247,8 +254,7 @@ def main() -> None:  # pragma: no cover - a measurement: python -m kaleido.tiny.
         if not (a.json and Path(a.json).is_file()):
             p.error("--only re-measures rows of an existing card: give its --json file")
         kept = json.loads(Path(a.json).read_text())
-        # refused before anything is measured (merge_rows checks the measured card again)
-        merge_rows(kept, {**kept, "seeds": list(range(a.seeds)), "prompts": list(HELDOUT_PROMPTS), "rows": []})
+        check_same_setup(kept, dict(prompts=list(HELDOUT_PROMPTS), seeds=list(range(a.seeds))))  # before measuring
     contenders = [c for c in CONTENDERS if a.only is None or c.name in a.only]
     card = measure(HELDOUT_PROMPTS, a.seeds, Path(a.samples) if a.samples else None, contenders=contenders)
     if kept is not None:

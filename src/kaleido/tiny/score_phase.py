@@ -50,7 +50,7 @@ def train_score_phase(out_dir: Path, student, teacher, ins: torch.Tensor, tgs: t
     current samples, then the student's loss ``regression + weight * DMD`` at its last time. Returns the student's
     EMA weights and the seconds it took."""
     from kaleido.tiny.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
-    from kaleido.tiny.train_transformer import append_log, latent_psnr, optimiser_step, predict, trainable_with_ema
+    from kaleido.tiny.train_transformer import latent_psnr, optimiser_step, phase_logger, predict, trainable_with_ema
 
     j = len(times) - 1  # the last time: where the sample is made
     s_last = float(times[j])
@@ -87,11 +87,8 @@ def train_score_phase(out_dir: Path, student, teacher, ins: torch.Tensor, tgs: t
             v = val_idx
             return latent_psnr(x0_of(ema, ins[v, j], torch.full((len(v),), s_last), text[v]), tgs[v, j])
 
-    def record(step: int, **extra) -> None:
-        rec = dict(step=step, phase="score", **extra)
-        if step % (log_every * 4) == 0 or step in (0, steps):
-            rec["val_own_state_psnr"] = round(val(), 3)
-        append_log(log, rec, progress)
+    record = phase_logger(log, "score", log_every * 4, steps, progress,
+                          lambda: dict(val_own_state_psnr=round(val(), 3)))
 
     t0 = time.time()
     if start == 0:

@@ -195,6 +195,20 @@ def append_log(path, record: dict, progress: bool) -> None:
         print(json.dumps(record), flush=True)
 
 
+def phase_logger(path, phase: str, every: int, last: int, progress: bool, measures):
+    """``record(step, **extra)`` for a training phase: appends ``{step, phase, **extra}`` to ``path``
+    (:func:`append_log`), with ``measures()``'s validation figures added at step 0, every ``every`` steps and at
+    step ``last``."""
+
+    def record(step: int, **extra) -> None:
+        rec = dict(step=step, phase=phase, **extra)
+        if step % every == 0 or step in (0, last):
+            rec.update(measures())
+        append_log(path, rec, progress)
+
+    return record
+
+
 def optimiser_step(model, ema, opt, loss: torch.Tensor, ema_decay: float, step: int) -> None:
     """Backward, clip the gradient norm to 1, AdamW step, then move ``ema`` towards ``model``
     (decay ``min(ema_decay, (1 + step) / (10 + step))``: fast at first)."""
