@@ -112,6 +112,8 @@ def test_times_on_the_command_line_parse_and_bad_ones_are_named():
         parse_times("0.9;0.5")
     with pytest.raises(ValueError, match="decreasing times"):
         consistency_config(student_sigmas=(0.5, 0.9, 0.6, 0.25, 0.0)).validate()
+    with pytest.raises(ValueError, match="consistency student's times"):
+        DistillConfig(student_sigmas=t).validate()
 
 
 def test_a_student_starts_from_a_variant_or_a_run_folder(tmp_path):

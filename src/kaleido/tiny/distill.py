@@ -141,6 +141,9 @@ class DistillConfig:
                              f">= 0 and own_state_last={self.own_state_last} in 1..{self.student_steps}")
         init_folder(self.init)  # refused here, before the teacher's trajectories, not after them
         if self.student_sigmas is not None:
+            if self.sampler != "consistency":  # the Euler student's schedule is shift and shift_terminal
+                raise ValueError("student_sigmas (--times) are the consistency student's times (--sampler consistency);"
+                                 " the Euler student's schedule is set by --shift-terminal")
             s = list(self.student_sigmas)
             if len(s) != self.student_steps + 1 or s[-1] != 0.0 or any(a <= b for a, b in zip(s, s[1:])) or s[0] > 1:
                 raise ValueError(f"student_sigmas={s}: give {self.student_steps + 1} decreasing times in (0, 1] "
